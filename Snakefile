@@ -1,0 +1,30 @@
+"""grumem: GRU-Mem rollouts over agent transcripts, recorded byte for byte, exported for verl.
+
+Targets: `export` (the default: every project's corpus), `log`, `responses`.
+"""
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/chunk.smk"
+include: "workflow/rules/prompts.smk"
+include: "workflow/rules/responses.smk"
+include: "workflow/rules/gates.smk"
+include: "workflow/rules/log.smk"
+include: "workflow/rules/kappa.smk"
+include: "workflow/rules/export.smk"
+
+
+rule all:
+    input:
+        all_corpus_files(),
+    default_target: True

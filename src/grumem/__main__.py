@@ -1,0 +1,5 @@
+import sys
+
+from grumem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,124 @@
+"""Load config.yaml, validate it against workflow/schemas/config.schema.yaml, fill defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from grumem.paths import SCHEMAS_DIR
+from grumem.records import RecordError, schema
+
+CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
+
+
+def _with_defaults(validator_cls: type) -> type:
+    """A validator that fills `default`s as it validates (the jsonschema FAQ recipe),
+    also inside `additionalProperties` (each project's entry)."""
+    validate_properties = validator_cls.VALIDATORS["properties"]
+    validate_additional = validator_cls.VALIDATORS["additionalProperties"]
+
+    def set_defaults(validator, properties, instance, schema_):
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = _copy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema_)
+
+    def additional(validator, aP, instance, schema_):
+        if isinstance(instance, dict) and isinstance(aP, dict):
+            extras = set(instance) - set(schema_.get("properties", {}))
+            for key in sorted(extras):
+                yield from validator.descend(instance[key], aP, path=key)
+            return
+        yield from validate_additional(validator, aP, instance, schema_)
+
+    return jsonschema.validators.extend(
+        validator_cls, {"properties": set_defaults, "additionalProperties": additional}
+    )
+
+
+def _copy(value: Any) -> Any:
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+def validate_config(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """Validate in place, filling defaults; raise RecordError naming the field."""
+    s = schema("config")
+    cls = _with_defaults(jsonschema.validators.validator_for(s))
+    errors = list(cls(s).iter_errors(config))
+    if errors:
+        e = jsonschema.exceptions.best_match(errors)
+        field = ".".join(str(p) for p in e.absolute_path) or None
+        raise RecordError(source, None, field, e.message)
+    return config
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        try:
+            config = yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            raise RecordError(
+                path, mark.line + 1 if mark else None, None, f"bad YAML: {e}"
+            ) from None
+    return validate_config(config, str(path))
+
+
+def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
+    """The project's standing questions, validated; ids must be unique."""
+    from grumem.records import validate
+
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    validate(data, "queries", path)
+    seen: set[str] = set()
+    for i, q in enumerate(data["queries"]):
+        if q["id"] in seen:
+            raise RecordError(path, None, f"queries.{i}.id", f"duplicate query id {q['id']!r}")
+        seen.add(q["id"])
+    return data["queries"]
+
+
+def resolve(path: str, base: str | os.PathLike[str] = ".") -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else Path(base) / p
+
+
+def settings_from_json(text: str, source: str = "--settings") -> dict[str, Any]:
+    """The llm/loop/budget/export sections a rule passes to a subcommand, defaults filled.
+
+    Rules pass their settings as JSON (so Snakemake reruns a job whose settings
+    changed, and `--config` overrides reach every job) instead of the path of a
+    config file the job would re-read."""
+    import json
+
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RecordError(source, None, None, f"bad JSON: {e}") from None
+    if not isinstance(settings, dict) or "projects" in settings:
+        raise RecordError(source, None, None, "expected an object of config sections (no projects)")
+    # validate the sections with the config schema; a placeholder project
+    # satisfies the schema's required `projects`
+    full = validate_config({"projects": {"_": {"chunks": "", "queries": ""}}, **settings}, source)
+    full.pop("projects")
+    return full
+
+
+def add_settings_arguments(parser: Any) -> None:
+    g = parser.add_mutually_exclusive_group(required=True)
+    g.add_argument("--settings", help="config sections as JSON (what the workflow's rules pass)")
+    g.add_argument("--config", help="a config.yaml to read the sections from")
+
+
+def settings_from_args(args: Any) -> dict[str, Any]:
+    if args.settings is not None:
+        return settings_from_json(args.settings)
+    config = load_config(args.config)
+    config.pop("projects")
+    return config

@@ -1,0 +1,76 @@
+"""The `prompts` stage: every (trajectory, t) of a shard, question and section
+filled, memory slot open; over-budget input fails here, before any request is paid for."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+from grumem.chunks import iter_sessions
+from grumem.errors import GrumemError
+from grumem.prompt import BudgetError, PromptBuilder
+from grumem.tokens import count_tokens
+
+
+def trajectory_id(project: str, query_id: str, session: str, sample: int) -> str:
+    return f"{project}/{query_id}/{session}/{sample}"
+
+
+def plan(
+    project: str,
+    chunk_paths: Sequence[str | os.PathLike[str]],
+    queries: Sequence[dict],
+    builder: PromptBuilder,
+    samples: int,
+) -> Iterator[dict]:
+    """Prompt records in plan order: query, session (file order), sample, then t."""
+    sessions = list(iter_sessions(chunk_paths))
+    if not sessions:
+        raise GrumemError(f"project {project}: no chunks in {', '.join(map(str, chunk_paths))}")
+    for q in queries:
+        q_tokens = count_tokens(q["question"])
+        if q_tokens > builder.budget.question:
+            raise GrumemError(
+                f"query {q['id']}: over budget: question is {q_tokens} tokens, "
+                f"limit {builder.budget.question}"
+            )
+        for session, chunks in sessions:
+            halves = []
+            for c in chunks:
+                section = c.text
+                try:
+                    # the worst the memory slot can legally hold is checked per turn later;
+                    # here the fixed parts must leave room for it and the response
+                    prompt = builder.build(q["question"], section, None)
+                    room = dict(prompt.tokens, memory=builder.budget.memory)
+                    room["total"] += builder.budget.memory
+                    builder.check(room)
+                except BudgetError as e:
+                    raise GrumemError(
+                        f"{c.path}:{c.line}: chunk {c.index} of session {session!r} "
+                        f"(query {q['id']}): {e}"
+                    ) from None
+                prefix, suffix = builder.split(q["question"], section)
+                halves.append((c, prefix, suffix, prompt.tokens))
+            for k in range(samples):
+                tid = trajectory_id(project, q["id"], session, k)
+                for c, prefix, suffix, tokens in halves:
+                    yield {
+                        "trajectory_id": tid,
+                        "project": project,
+                        "query_id": q["id"],
+                        "session": session,
+                        "sample": k,
+                        "t": c.t,
+                        "chunk_sha": c.sha,
+                        "chunk_file": c.path,
+                        "chunk_line": c.line,
+                        "system": builder.system,
+                        "prefix": prefix,
+                        "suffix": suffix,
+                        "tokens": {
+                            "question": tokens["question"],
+                            "section": tokens["section"],
+                            "fixed": tokens["total"] - tokens["memory"],
+                        },
+                    }

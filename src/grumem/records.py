@@ -1,0 +1,166 @@
+"""JSON Lines in and out, validated against workflow/schemas at every boundary.
+
+Every reader names file, line and field when a record is bad; every writer
+writes to a temporary file and renames it, so a crash never leaves a
+half-written output behind for Snakemake (or a person) to mistake for a
+finished one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from functools import cache
+from pathlib import Path
+from typing import IO, Any
+
+import jsonschema
+import yaml
+
+from grumem.errors import GrumemError
+from grumem.paths import SCHEMAS_DIR
+
+
+class RecordError(GrumemError, ValueError):
+    """A record that cannot be used, located by file, line and field."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, field: str | None, why: str):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.why = why
+        where = self.path if line is None else f"{self.path}:{line}"
+        what = f" field '{field}'" if field else ""
+        super().__init__(f"{where}:{what} {why}".replace(":  ", ": "))
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@cache
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema `workflow/schemas/<name>.schema.yaml`."""
+    with open(SCHEMAS_DIR / f"{name}.schema.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+@cache
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    s = schema(name)
+    cls = jsonschema.validators.validator_for(s)
+    cls.check_schema(s)
+    return cls(s)
+
+
+def _field_path(error: jsonschema.ValidationError) -> str | None:
+    parts = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        # the missing property is in the message, not the path
+        missing = error.message.split("'")[1] if "'" in error.message else None
+        if missing:
+            parts.append(missing)
+    if error.validator == "additionalProperties" and "'" in error.message:
+        parts.append(error.message.split("'")[1])
+    return ".".join(parts) or None
+
+
+def validate(
+    record: Any,
+    schema_name: str,
+    path: str | os.PathLike[str] = "<record>",
+    line: int | None = None,
+) -> None:
+    """Raise RecordError naming the first schema violation in `record`."""
+    errors = sorted(_validator(schema_name).iter_errors(record), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        raise RecordError(path, line, _field_path(e), e.message)
+
+
+def read_jsonl(path: str | os.PathLike[str], schema_name: str | None = None) -> Iterator[dict]:
+    """Yield (validated) records from a JSON Lines file, streaming.
+
+    Blank lines are an error, not skipped: a stray blank line in a recorded
+    file means it was edited by hand, and the reader should say so.
+    """
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise RecordError(
+                    path, lineno, None, f"not UTF-8 ({e.reason} at byte {e.start})"
+                ) from None
+            if not text.strip():
+                raise RecordError(path, lineno, None, "blank line")
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise RecordError(
+                    path, lineno, None, f"bad JSON: {e.msg} at column {e.colno}"
+                ) from None
+            if schema_name is not None:
+                validate(record, schema_name, path, lineno)
+            yield record
+
+
+def dumps(record: Any) -> str:
+    """The one JSON serialisation of records: compact, UTF-8, key order kept."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temporary file beside `path`; rename it over `path` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl(
+    path: str | os.PathLike[str], records: Iterable[Any], schema_name: str | None = None
+) -> int:
+    """Write records atomically, validating each; return how many were written."""
+    n = 0
+    with atomic_writer(path) as f:
+        for n, record in enumerate(records, start=1):
+            if schema_name is not None:
+                validate(record, schema_name, path, n)
+            f.write(dumps(record))
+            f.write("\n")
+    return n
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Pretty JSON for small summary files (kappa.json, summary.json), atomically."""
+    with atomic_writer(path) as f:
+        f.write(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False))
+        f.write("\n")

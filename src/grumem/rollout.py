@@ -1,0 +1,245 @@
+"""The `responses` stage: the gated recurrent loop over one shard, free-running.
+
+Every trajectory of the shard runs as its own task with at most one request in
+flight; its next turn is sent the moment its last answer is parsed. There is
+no barrier across trajectories at each t: simulated at 2.7x slower for 256
+trajectories (../shared/notes/schedule-sim.py). The client's semaphore caps
+the requests in flight across the shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import IO, Any
+
+from grumem.errors import GrumemError
+from grumem.gates import interpret, memory_after
+from grumem.llm.grammar import grammar_fields
+from grumem.llm.request import build_body, sampling_params
+from grumem.prompt import Budget, BudgetError, check_budget, memory_text
+from grumem.records import read_jsonl, write_jsonl
+from grumem.tokens import count_tokens
+
+
+@dataclass
+class Progress:
+    """Turns done / total, parse rate and requests in flight, for the log and a terminal."""
+
+    total: int
+    label: str
+    streams: Sequence[IO[str]] = ()
+    done: int = 0
+    parsed: int = 0
+    asks: int = 0
+    in_flight: int = 0
+    aborted: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        rate = f"{self.parsed / self.asks:.2f}" if self.asks else "-"
+        pct = 100 * self.done / self.total if self.total else 100.0
+        return (
+            f"{self.label}: turns {self.done}/{self.total} ({pct:.0f}%), parse rate {rate}, "
+            f"in flight {self.in_flight}, aborted {self.aborted}, "
+            f"{time.monotonic() - self.started:.1f}s"
+        )
+
+    def emit(self) -> None:
+        text = self.line()
+        for s in self.streams:
+            s.write(text + "\n")
+            s.flush()
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    level: str
+    samples: int
+    parse_retries: int
+    model: str
+    llm: dict[str, Any]
+    budget: Budget
+    grammar: dict[str, Any]
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> LoopSettings:
+        llm, loop = settings["llm"], settings["loop"]
+        grammar = grammar_fields(llm["server_kind"]) if llm["grammar"] else {}
+        return cls(
+            loop["level"],
+            loop["samples"],
+            loop["parse_retries"],
+            llm["model"],
+            llm,
+            Budget.from_config(settings["budget"]),
+            grammar,
+        )
+
+
+async def run_trajectory(
+    client: Any, turns: list[dict], s: LoopSettings, progress: Progress
+) -> list[dict]:
+    """One trajectory's exchange (and abort) records, turn by turn."""
+    out: list[dict] = []
+    memory: str | None = None
+    for turn in turns:
+        base = {"trajectory_id": turn["trajectory_id"], "t": turn["t"]}
+        user = turn["prefix"] + memory_text(memory) + turn["suffix"]
+        try:
+            check_budget(s.budget, _turn_tokens(turn, memory, user), s.llm["max_tokens"])
+        except BudgetError as e:
+            out.append(
+                {
+                    "kind": "abort",
+                    **base,
+                    "chunk_sha": turn["chunk_sha"],
+                    "reason": "budget",
+                    "component": e.component,
+                    "detail": str(e),
+                }
+            )
+            progress.aborted += 1
+            break
+        messages = [] if turn["system"] is None else [{"role": "system", "content": turn["system"]}]
+        messages.append({"role": "user", "content": user})
+        for ask in range(s.parse_retries + 1):
+            # a re-ask must be a distinct request, or the cache would answer it
+            # with the same failure: advance the seed past every sample's
+            seed = ask * s.samples + turn["sample"]
+            body = build_body(s.model, messages, sampling_params(s.llm, seed), s.grammar)
+            progress.in_flight += 1
+            try:
+                ex = await client.complete(
+                    body, label=f"{turn['trajectory_id']} t={turn['t']} ask={ask}"
+                )
+            finally:
+                progress.in_flight -= 1
+            out.append(
+                {
+                    "kind": "exchange",
+                    **base,
+                    "ask": ask,
+                    "chunk_sha": turn["chunk_sha"],
+                    "memory_before": memory,
+                    "request": ex.request,
+                    "response": ex.response,
+                    "attempts": list(ex.attempts),
+                }
+            )
+            progress.asks += 1
+            if not ex.ok:
+                out.append(
+                    {
+                        "kind": "abort",
+                        **base,
+                        "chunk_sha": turn["chunk_sha"],
+                        "reason": "request_failed",
+                        "component": None,
+                        "detail": ex.response.get("error") or f"HTTP {ex.response['status']}",
+                    }
+                )
+                progress.aborted += 1
+                progress.done += 1
+                return out
+            gate = interpret(ex.response)
+            if gate["parsed"]:
+                progress.parsed += 1
+                break
+        progress.done += 1
+        memory = memory_after(memory, gate)
+        if s.level == "L2" and gate["parsed"] and gate["exit_gate"]:
+            break
+    return out
+
+
+def _turn_tokens(turn: dict, memory: str | None, user: str) -> dict[str, int]:
+    system = count_tokens(turn["system"]) if turn["system"] else 0
+    return {
+        "question": turn["tokens"]["question"],
+        "section": turn["tokens"]["section"],
+        "memory": count_tokens(memory_text(memory)),
+        "total": count_tokens(user) + system,
+    }
+
+
+async def _report(progress: Progress, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        progress.emit()
+
+
+async def run_shard(
+    client: Any, prompts: list[dict], s: LoopSettings, progress: Progress, report_every: float = 5.0
+) -> list[dict]:
+    trajectories = [list(g) for _, g in groupby(prompts, key=lambda p: p["trajectory_id"])]
+    reporter = asyncio.create_task(_report(progress, report_every))
+    try:
+        results = await asyncio.gather(
+            *(run_trajectory(client, t, s, progress) for t in trajectories)
+        )
+    finally:
+        reporter.cancel()
+    progress.emit()
+    return [rec for traj in results for rec in traj]
+
+
+def open_client(llm: dict[str, Any], base_url: str | None) -> Any:
+    from grumem.llm.client import LLMClient
+
+    return LLMClient.from_settings(llm, base_url=base_url)
+
+
+def run(
+    prompts_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    settings: dict[str, Any],
+    log_path: str | os.PathLike[str] | None = None,
+    label: str | None = None,
+) -> dict[str, int]:
+    """Run the loop over a prompts file and write its responses file atomically."""
+    s = LoopSettings.from_settings(settings)
+    prompts = list(read_jsonl(prompts_path, "prompt"))
+    with ExitStack() as stack:
+        streams: list[IO[str]] = [sys.stderr]
+        if log_path:
+            streams.append(stack.enter_context(open(log_path, "a", encoding="utf-8")))
+        progress = Progress(len(prompts), label or str(prompts_path), streams)
+        base_url = s.llm["base_url"]
+        if base_url is None and s.llm["mode"] == "live":
+            from grumem.llm.local_server import LocalServer
+
+            server = stack.enter_context(LocalServer.from_settings(s.llm))
+            base_url = server.base_url
+            progress.emit()
+        records = asyncio.run(_run_with_client(prompts, s, base_url, progress))
+    exchanges = [r for r in records if r["kind"] == "exchange"]
+    if exchanges and not any(r["response"]["status"] == 200 for r in exchanges):
+        first = exchanges[0]["response"]
+        raise GrumemError(
+            f"every request failed ({len(exchanges)} sent); the first: "
+            f"{first.get('error') or 'HTTP ' + str(first['status'])}. "
+            f"Is the server at llm.base_url up?"
+        )
+    write_jsonl(out_path, records, "response")
+    return {
+        "turns": progress.done,
+        "asks": progress.asks,
+        "parsed": progress.parsed,
+        "aborted": progress.aborted,
+    }
+
+
+async def _run_with_client(
+    prompts: list[dict], s: LoopSettings, base_url: str | None, progress: Progress
+) -> list[dict]:
+    async with AsyncExitStack() as stack:
+        client = open_client(s.llm, base_url)
+        stack.push_async_callback(client.aclose)
+        return await run_shard(client, prompts, s, progress)

@@ -1,0 +1,125 @@
+import glob
+import json
+import math
+import re
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from grumem.config import validate_config
+from grumem.records import RecordError
+
+# snakemake's validate fills defaults only under `properties`; grumem's own
+# validator also fills each project's entry, so jobs and DAG agree.
+try:
+    validate_config(config, "config")
+except RecordError as e:
+    raise WorkflowError(f"invalid config: {e}")
+
+
+REPO = Path(workflow.basedir)
+TEMPLATE = str(REPO / "templates" / "gru-mem.txt")
+PROJECTS = sorted(config["projects"])
+
+
+wildcard_constraints:
+    # names cannot hold a path separator or start with a dot: they stay in results/
+    project="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    shard="s[0-9]+",
+    unit="[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+def project_config(project):
+    return config["projects"][project]
+
+
+def unit_files(project):
+    """Source files of a project, sorted: chunk files, or transcripts to chunk."""
+    p = project_config(project)
+    pattern = p["chunks"] if "chunks" in p else p["transcripts"]["glob"]
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise WorkflowError(f"project {project}: no files match {pattern!r}")
+    return files
+
+
+def unit_name(path):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(path).name)
+
+
+def transcript_units(project):
+    """unit name -> transcript file; two files with one name would collide in results/."""
+    units = {}
+    for f in unit_files(project):
+        name = unit_name(f)
+        if name in units:
+            raise WorkflowError(f"project {project}: {units[name]} and {f} share the name {name}")
+        units[name] = f
+    return units
+
+
+def shards(project):
+    n = math.ceil(len(unit_files(project)) / config["shard_size"])
+    return [f"s{i:03d}" for i in range(n)]
+
+
+def shard_chunks(wildcards):
+    """The chunk files of one shard (for transcripts: the `chunk` rule's directories)."""
+    i = int(wildcards.shard[1:])
+    size = config["shard_size"]
+    files = unit_files(wildcards.project)[i * size : (i + 1) * size]
+    if "chunks" in project_config(wildcards.project):
+        return files
+    return [f"results/{wildcards.project}/chunks/{unit_name(f)}" for f in files]
+
+
+def transcript_file(wildcards):
+    return transcript_units(wildcards.project)[wildcards.unit]
+
+
+def queries_file(wildcards):
+    return project_config(wildcards.project)["queries"]
+
+
+def settings(*sections):
+    """Config sections as JSON for a subcommand's --settings (a change reruns the job)."""
+    return json.dumps({s: config[s] for s in sections}, sort_keys=True)
+
+
+def shard_files(stage):
+    def files(wildcards):
+        return expand(
+            f"results/{{project}}/{stage}/{{shard}}.jsonl",
+            project=wildcards.project,
+            shard=shards(wildcards.project),
+        )
+
+    return files
+
+
+def labels_file(wildcards):
+    labels = project_config(wildcards.project)["labels"]
+    if labels.get("source", "file") == "judge":
+        return f"results/{wildcards.project}/labels.jsonl"
+    if "path" not in labels:
+        raise WorkflowError(
+            f"project {wildcards.project}: labels.path is not set (labels: {{source: file, path: ...}})"
+        )
+    return labels["path"]
+
+
+def calibration_file(wildcards):
+    p = project_config(wildcards.project)
+    if "calibration" not in p:
+        raise WorkflowError(
+            f"project {wildcards.project}: no calibration file (projects.{wildcards.project}.calibration): "
+            "the export needs κ between the labels and a calibration labelling (M5.2)"
+        )
+    return p["calibration"]
+
+
+CORPUS_FILES = ["trajectories.jsonl", "turns.parquet", "summary.json"]
+
+
+def all_corpus_files():
+    return expand("results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES)

@@ -1,0 +1,27 @@
+rule corpus:
+    input:
+        log="results/{project}/log.jsonl",
+        labels=labels_file,
+        kappa="results/{project}/kappa.json",
+    output:
+        expand("results/{{project}}/corpus/{file}", file=CORPUS_FILES),
+    params:
+        out_dir="results/{project}/corpus",
+        min_kappa=config["export"]["min_kappa"],
+        data_source=config["export"]["data_source"],
+    log:
+        "logs/export/{project}.log",
+    benchmark:
+        "benchmarks/export/{project}.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        "grumem export --log {input.log} --labels {input.labels} --kappa {input.kappa}"
+        " --min-kappa {params.min_kappa} --data-source {params.data_source}"
+        " --out-dir {params.out_dir} 2> {log}"
+
+
+rule export:
+    input:
+        all_corpus_files(),
+    localrule: True

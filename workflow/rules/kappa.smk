@@ -1,0 +1,17 @@
+rule kappa:
+    input:
+        labels=labels_file,
+        calibration=calibration_file,
+    output:
+        "results/{project}/kappa.json",
+    params:
+        min_calibration=config["export"]["min_calibration"],
+    log:
+        "logs/kappa/{project}.log",
+    benchmark:
+        "benchmarks/kappa/{project}.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        "grumem kappa --labels {input.labels} --calibration {input.calibration}"
+        " --min-calibration {params.min_calibration} --out {output} 2> {log}"
