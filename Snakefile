@@ -25,6 +25,6 @@ include: "workflow/rules/export.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_corpus_files(),
-    default_target: True

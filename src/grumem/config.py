@@ -57,24 +57,27 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
     return config
 
 
-def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_yaml(path: str | os.PathLike[str]) -> Any:
+    """A YAML file; a syntax error names the file and line."""
     with open(path, encoding="utf-8") as f:
         try:
-            config = yaml.safe_load(f) or {}
+            return yaml.safe_load(f)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
-            raise RecordError(
-                path, mark.line + 1 if mark else None, None, f"bad YAML: {e}"
-            ) from None
-    return validate_config(config, str(path))
+            why = getattr(e, "problem", None) or str(e)
+            line = mark.line + 1 if mark else None
+            raise RecordError(path, line, None, f"bad YAML: {why}") from None
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return validate_config(load_yaml(path) or {}, str(path))
 
 
 def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The project's standing questions, validated; ids must be unique."""
     from grumem.records import validate
 
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+    data = load_yaml(path)
     validate(data, "queries", path)
     seen: set[str] = set()
     for i, q in enumerate(data["queries"]):
@@ -105,7 +108,7 @@ def settings_from_json(text: str, source: str = "--settings") -> dict[str, Any]:
         raise RecordError(source, None, None, "expected an object of config sections (no projects)")
     # validate the sections with the config schema; a placeholder project
     # satisfies the schema's required `projects`
-    full = validate_config({"projects": {"_": {"chunks": "", "queries": ""}}, **settings}, source)
+    full = validate_config({"projects": {"x": {"chunks": "", "queries": ""}}, **settings}, source)
     full.pop("projects")
     return full
 

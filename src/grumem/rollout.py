@@ -193,7 +193,7 @@ async def run_shard(
 def open_client(llm: dict[str, Any], base_url: str | None) -> Any:
     from grumem.llm.client import LLMClient
 
-    return LLMClient.from_settings(llm, base_url=base_url)
+    return LLMClient.from_config(llm, base_url=base_url)
 
 
 def run(
@@ -215,7 +215,7 @@ def run(
         if base_url is None and s.llm["mode"] == "live":
             from grumem.llm.local_server import LocalServer
 
-            server = stack.enter_context(LocalServer.from_settings(s.llm))
+            server = stack.enter_context(LocalServer(**s.llm["local"]))
             base_url = server.base_url
             progress.emit()
         records = asyncio.run(_run_with_client(prompts, s, base_url, progress))

@@ -3,6 +3,12 @@ rule chunk:
         transcript_file,
     output:
         directory("results/{project}/chunks/{unit}"),
+    log:
+        "logs/chunk/{project}/{unit}.log",
+    benchmark:
+        "benchmarks/chunk/{project}/{unit}.tsv"
+    conda:
+        "../../environment.yml"
     params:
         format=lambda wc: project_config(wc.project)["transcripts"]["format"],
         drop=lambda wc: (
@@ -11,12 +17,6 @@ rule chunk:
             else ""
         ),
         budget=config["budget"]["section"],
-    log:
-        "logs/chunk/{project}/{unit}.log",
-    benchmark:
-        "benchmarks/chunk/{project}/{unit}.tsv"
-    conda:
-        "../../environment.yml"
     shell:
         "grumem chunk --format {params.format} {params.drop} --budget {params.budget}"
         " --out {output} {input} 2> {log}"

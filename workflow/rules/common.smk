@@ -1,7 +1,9 @@
 import glob
 import json
 import math
+import os
 import re
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -16,6 +18,12 @@ try:
 except RecordError as e:
     raise WorkflowError(f"invalid config: {e}")
 
+
+# Rules call the `grumem` of the Python running Snakemake (the project's venv),
+# also when that venv is not activated, and on SLURM nodes that re-run Snakemake.
+os.environ["PATH"] = os.pathsep.join(
+    [str(Path(sys.executable).parent), os.environ["PATH"]]
+)
 
 REPO = Path(workflow.basedir)
 TEMPLATE = str(REPO / "templates" / "gru-mem.txt")
@@ -53,7 +61,9 @@ def transcript_units(project):
     for f in unit_files(project):
         name = unit_name(f)
         if name in units:
-            raise WorkflowError(f"project {project}: {units[name]} and {f} share the name {name}")
+            raise WorkflowError(
+                f"project {project}: {units[name]} and {f} share the name {name}"
+            )
         units[name] = f
     return units
 
@@ -122,4 +132,6 @@ CORPUS_FILES = ["trajectories.jsonl", "turns.parquet", "summary.json"]
 
 
 def all_corpus_files():
-    return expand("results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES)
+    return expand(
+        "results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES
+    )

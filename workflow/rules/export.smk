@@ -5,16 +5,16 @@ rule corpus:
         kappa="results/{project}/kappa.json",
     output:
         expand("results/{{project}}/corpus/{file}", file=CORPUS_FILES),
-    params:
-        out_dir="results/{project}/corpus",
-        min_kappa=config["export"]["min_kappa"],
-        data_source=config["export"]["data_source"],
     log:
         "logs/export/{project}.log",
     benchmark:
         "benchmarks/export/{project}.tsv"
     conda:
         "../../environment.yml"
+    params:
+        out_dir="results/{project}/corpus",
+        min_kappa=config["export"]["min_kappa"],
+        data_source=config["export"]["data_source"],
     shell:
         "grumem export --log {input.log} --labels {input.labels} --kappa {input.kappa}"
         " --min-kappa {params.min_kappa} --data-source {params.data_source}"

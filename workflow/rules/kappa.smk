@@ -4,14 +4,14 @@ rule kappa:
         calibration=calibration_file,
     output:
         "results/{project}/kappa.json",
-    params:
-        min_calibration=config["export"]["min_calibration"],
     log:
         "logs/kappa/{project}.log",
     benchmark:
         "benchmarks/kappa/{project}.tsv"
     conda:
         "../../environment.yml"
+    params:
+        min_calibration=config["export"]["min_calibration"],
     shell:
         "grumem kappa --labels {input.labels} --calibration {input.calibration}"
         " --min-calibration {params.min_calibration} --out {output} 2> {log}"

@@ -5,14 +5,14 @@ rule log:
         gates=shard_files("gates"),
     output:
         "results/{project}/log.jsonl",
-    params:
-        settings=settings("llm", "loop"),
     log:
         "logs/log/{project}.log",
     benchmark:
         "benchmarks/log/{project}.tsv"
     conda:
         "../../environment.yml"
+    params:
+        settings=settings("llm", "loop"),
     shell:
         "grumem log --settings {params.settings:q} --prompts {input.prompts}"
         " --responses {input.responses} --gates {input.gates} --out {output} 2> {log}"

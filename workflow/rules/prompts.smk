@@ -5,14 +5,14 @@ rule prompts:
         template=TEMPLATE,
     output:
         "results/{project}/prompts/{shard}.jsonl",
-    params:
-        settings=settings("llm", "loop", "budget"),
     log:
         "logs/prompts/{project}/{shard}.log",
     benchmark:
         "benchmarks/prompts/{project}/{shard}.tsv"
     conda:
         "../../environment.yml"
+    params:
+        settings=settings("llm", "loop", "budget"),
     shell:
         "grumem prompts --settings {params.settings:q} --project {wildcards.project}"
         " --queries {input.queries} --template {input.template} --out {output}"

@@ -3,17 +3,17 @@ rule responses:
         "results/{project}/prompts/{shard}.jsonl",
     output:
         "results/{project}/responses/{shard}.jsonl",
-    params:
-        settings=settings("llm", "loop", "budget"),
-    resources:
-        # requests this job keeps in flight; the profile caps the sum over all jobs
-        llm_slots=config["llm"]["concurrency"],
     log:
         "logs/responses/{project}/{shard}.log",
     benchmark:
         "benchmarks/responses/{project}/{shard}.tsv"
     conda:
         "../../environment.yml"
+    resources:
+        # requests this job keeps in flight; the profile caps the sum over all jobs
+        llm_slots=config["llm"]["concurrency"],
+    params:
+        settings=settings("llm", "loop", "budget"),
     shell:
         # progress goes to the log and, through stderr, to the terminal
         "grumem responses --settings {params.settings:q} --prompts {input}"
