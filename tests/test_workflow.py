@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from workflow_helpers import (
     DEMO,
     REPO,
@@ -57,8 +56,16 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
     table = out.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
     counts = dict(line.split() for line in table)
     # 5 demo sessions in shards of 3: two shards
-    assert counts == {"prompts": "2", "responses": "2", "gates": "2", "log": "1", "kappa": "1",
-                      "corpus": "1", "export": "1", "total": "10"}  # fmt: skip
+    assert counts == {
+        "prompts": "2",
+        "responses": "2",
+        "gates": "2",
+        "log": "1",
+        "kappa": "1",
+        "corpus": "1",
+        "export": "1",
+        "total": "10",
+    }
 
 
 def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
@@ -73,9 +80,15 @@ def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
         (ids[a.strip()], ids[b.strip()])
         for a, b in (ln.strip().split("-->") for ln in graph.splitlines() if "-->" in ln)
     }
-    for edge in [("prompts", "responses"), ("responses", "gates"), ("gates", "log"),
-                 ("prompts", "gates"), ("log", "corpus"), ("kappa", "corpus"),
-                 ("corpus", "export")]:  # fmt: skip
+    for edge in [
+        ("prompts", "responses"),
+        ("responses", "gates"),
+        ("gates", "log"),
+        ("prompts", "gates"),
+        ("log", "corpus"),
+        ("kappa", "corpus"),
+        ("corpus", "export"),
+    ]:
         assert edge in edges, (edge, edges)
 
 
@@ -101,8 +114,9 @@ def test_demo_end_to_end_with_fake_server(tmp_path, fake_server) -> None:
 
 
 def test_levels_l1_and_l2_differ_only_in_obeying_the_exit_gate(tmp_path, fake_server) -> None:
-    server = fake_server({"replies": [{"match": "<section>",
-                                       "gate": {"check_if": "error", "next_if": "SIGNOFF"}}]})  # fmt: skip
+    server = fake_server(
+        {"replies": [{"match": "<section>", "gate": {"check_if": "error", "next_if": "SIGNOFF"}}]}
+    )
     chunks = tmp_path / "chunks"
     chunks.mkdir()
     write_session(chunks / "s.jsonl", "s", ["an error", "fixed it. SIGNOFF", "more", "error again"])
@@ -130,10 +144,21 @@ def test_kill_during_responses_then_rerun_sends_nothing_twice(tmp_path, fake_ser
     for work in (killed, clean):
         work.mkdir()
         write_config(work, server.base_url, llm={"concurrency": 2})
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(killed),
-           "--cores", "2", LOG]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(killed),
+        "--cores",
+        "2",
+        LOG,
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     cache = killed / "results/cache/llm"
     deadline = time.monotonic() + 60
     while len(list(cache.rglob("*.json"))) < 12:
@@ -237,8 +262,7 @@ def test_budget_abort_ends_one_trajectory_and_the_others_go_on(tmp_path, fake_se
     write_session(chunks / "b.jsonl", "b", ["all quiet"] * 5)
     write_queries(tmp_path / "q.yaml")
     project = {"chunks": str(chunks / "*.jsonl"), "queries": str(tmp_path / "q.yaml")}
-    write_config(tmp_path, server.base_url, projects={"p": project},
-                 budget={"memory": 40})  # fmt: skip
+    write_config(tmp_path, server.base_url, projects={"p": project}, budget={"memory": 40})
     snakemake(tmp_path, "results/p/log.jsonl")
     log = read_lines(tmp_path / "results/p/log.jsonl")
     a = [x for x in log if x["session"] == "a"]
@@ -286,11 +310,22 @@ def test_demo_session_end_to_end_with_the_embedded_model(tmp_path) -> None:
     """The real path: the responses job starts llama.cpp with SmolLM2-135M, the
     grammar makes every answer parse, and the server is gone afterwards."""
     write_queries(tmp_path / "q.yaml", "Which errors did the agent hit?")
-    project = demo_project(chunks=str(DEMO / "chunks" / "demo-03-npm-peer-deps.jsonl"),
-                           queries=str(tmp_path / "q.yaml"))  # fmt: skip
-    write_config(tmp_path, None, projects={"p": project},
-                 llm={"model": "SmolLM2-135M-Instruct", "grammar": True, "max_tokens": 96,
-                      "concurrency": 1, "timeout": 120})  # fmt: skip
+    project = demo_project(
+        chunks=str(DEMO / "chunks" / "demo-03-npm-peer-deps.jsonl"),
+        queries=str(tmp_path / "q.yaml"),
+    )
+    write_config(
+        tmp_path,
+        None,
+        projects={"p": project},
+        llm={
+            "model": "SmolLM2-135M-Instruct",
+            "grammar": True,
+            "max_tokens": 96,
+            "concurrency": 1,
+            "timeout": 120,
+        },
+    )
     snakemake(tmp_path, "results/p/log.jsonl")
     log = read_lines(tmp_path / "results/p/log.jsonl")
     assert [x["t"] for x in log] == [1, 2, 3]

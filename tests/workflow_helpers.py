@@ -36,11 +36,20 @@ def write_config(
     config = {
         "projects": projects or {"demo": demo_project()},
         "shard_size": 3,
-        "llm": {"base_url": base_url, "model": "fake-model", "concurrency": 4, "timeout": 10,
-                "retries": 3, "backoff": 0.01, "grammar": False, "max_tokens": 256, **(llm or {})},
+        "llm": {
+            "base_url": base_url,
+            "model": "fake-model",
+            "concurrency": 4,
+            "timeout": 10,
+            "retries": 3,
+            "backoff": 0.01,
+            "grammar": False,
+            "max_tokens": 256,
+            **(llm or {}),
+        },
         "loop": {"level": "L1", "samples": 1, **(loop or {})},
         **top,
-    }  # fmt: skip
+    }
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
@@ -55,12 +64,24 @@ def env() -> dict[str, str]:
 def snakemake(
     workdir: Path, *args: str, check: bool = True, **kwargs: Any
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
-           "--cores", "2", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "2",
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), **kwargs)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")  # fmt: skip
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 

@@ -1,0 +1,388 @@
+"""`grumem`: one subcommand per workflow rule, plus tools for looking at prompts and parses.
+
+Each subcommand is `add_<name>(subparsers)` registering a `run` function;
+keep them thin: parse arguments, call the module that does the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from grumem.config import add_settings_arguments, settings_from_args
+from grumem.errors import GrumemError
+
+
+def add_prompt(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prompt", help="print the exact user message of one turn")
+    p.add_argument("--question", help="the standing question")
+    p.add_argument("--chunk-file", help="a chunk file (JSON Lines)")
+    p.add_argument("--index", type=int, help="chunk index in the file's session (t = index + 1)")
+    p.add_argument("--session", help="session, when the chunk file holds several")
+    p.add_argument("--memory", default=None, help="M_{t-1}; omitted means 'No previous memory'")
+    p.add_argument("--template", default=None, help="template file (default templates/gru-mem.txt)")
+    p.set_defaults(run=run_prompt)
+
+
+def run_prompt(args: argparse.Namespace) -> int:
+    from grumem.chunks import read_chunk_file
+    from grumem.prompt import DEFAULT_TEMPLATE, PromptBuilder
+
+    if args.question is None or args.chunk_file is None or args.index is None:
+        raise GrumemError("grumem prompt needs --question, --chunk-file and --index")
+    chunks = [
+        c
+        for c in read_chunk_file(args.chunk_file)
+        if c.index == args.index and args.session in (None, c.session)
+    ]
+    if len(chunks) != 1:
+        what = "no chunk" if not chunks else "several sessions have a chunk"
+        raise GrumemError(
+            f"{args.chunk_file}: {what} with index {args.index}"
+            + ("" if chunks else "")
+            + ("; pass --session" if len(chunks) > 1 else "")
+        )
+    builder = PromptBuilder.from_file(args.template or DEFAULT_TEMPLATE)
+    prompt = builder.build(args.question, chunks[0].text, args.memory)
+    sys.stdout.buffer.write(prompt.user.encode("utf-8"))
+    sys.stdout.flush()
+    return 0
+
+
+def add_parse(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("parse", help="strictly parse one gate response (exit 2 when malformed)")
+    p.add_argument("file", nargs="?", help="the response text (default: stdin)")
+    p.set_defaults(run=run_parse)
+
+
+def run_parse(args: argparse.Namespace) -> int:
+    from grumem.gate_parser import ParseError, parse_gate_response
+    from grumem.records import dumps
+
+    # bytes, not text mode: universal newlines would rewrite \r\n inside the memory
+    if args.file is None:
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        try:
+            with open(args.file, "rb") as f:
+                data, name = f.read(), args.file
+        except OSError as e:
+            raise GrumemError(f"{args.file}: cannot read: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GrumemError(f"{name}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    try:
+        out: dict = parse_gate_response(text).to_json()
+        code = 0
+    except ParseError as e:
+        out, code = {"error": e.to_json()}, 2
+        print(f"grumem parse: error: {name}: {e}", file=sys.stderr)
+    sys.stdout.buffer.write((dumps(out) + "\n").encode("utf-8"))
+    sys.stdout.flush()
+    return code
+
+
+def add_fake_server(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fake-server", help="serve a scripted fake OpenAI-compatible LLM locally")
+    p.add_argument("--script", required=True, help="the script, a YAML or JSON file")
+    p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port; 0 picks a free one (default)")
+    p.add_argument("--port-file", default=None, help="also write the bound port to this file")
+    p.set_defaults(run=run_fake_server)
+
+
+def run_fake_server(args: argparse.Namespace) -> int:
+    from grumem.llm.fake_server import run
+
+    return run(args)
+
+
+def add_prompts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prompts", help="stage `prompts`: every (trajectory, t) of a shard")
+    add_settings_arguments(p)
+    p.add_argument("--project", required=True)
+    p.add_argument("--queries", required=True, help="queries YAML")
+    p.add_argument("--template", default=None, help="default templates/gru-mem.txt")
+    p.add_argument("--out", required=True)
+    p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
+    p.set_defaults(run=run_prompts)
+
+
+def run_prompts(args: argparse.Namespace) -> int:
+    from grumem.config import load_queries
+    from grumem.prompt import DEFAULT_TEMPLATE, Budget, PromptBuilder
+    from grumem.prompts import plan
+    from grumem.records import write_jsonl
+
+    s = settings_from_args(args)
+    builder = PromptBuilder.from_file(
+        args.template or DEFAULT_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
+    )
+    records = plan(
+        args.project, args.chunks, load_queries(args.queries), builder, s["loop"]["samples"]
+    )
+    n = write_jsonl(args.out, records, "prompt")
+    print(f"prompts: {n} turns written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_responses(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("responses", help="stage `responses`: the gated loop over a shard")
+    add_settings_arguments(p)
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--log", default=None, help="also append progress to this file")
+    p.set_defaults(run=run_responses)
+
+
+def run_responses(args: argparse.Namespace) -> int:
+    from grumem.rollout import run
+
+    stats = run(args.prompts, args.out, settings_from_args(args), args.log, label=args.prompts)
+    print(f"responses: {stats}", file=sys.stderr)
+    return 0
+
+
+def add_gates(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gates", help="stage `gates`: strict offline re-parse of the recording")
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--responses", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=run_gates)
+
+
+def run_gates(args: argparse.Namespace) -> int:
+    from grumem.gates import regate
+    from grumem.records import write_jsonl
+
+    n = write_jsonl(args.out, regate(args.prompts, args.responses), "gate")
+    print(f"gates: {n} asks re-parsed into {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_log(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("log", help="stage `log`: one line per turn, the export's input")
+    add_settings_arguments(p)
+    p.add_argument("--prompts", nargs="+", required=True, help="per shard, in shard order")
+    p.add_argument("--responses", nargs="+", required=True, help="per shard, same order")
+    p.add_argument("--gates", nargs="+", required=True, help="per shard, same order")
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=run_log)
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from grumem.records import write_jsonl
+    from grumem.turnlog import join
+
+    s = settings_from_args(args)
+    if not len(args.prompts) == len(args.responses) == len(args.gates):
+        raise GrumemError(
+            "grumem log: --prompts, --responses and --gates need one file per shard each"
+        )
+    shards = list(zip(args.prompts, args.responses, args.gates, strict=True))
+    n = write_jsonl(args.out, join(shards, s["loop"]["level"], s["llm"]["model"]), "log")
+    print(f"log: {n} turns written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_kappa(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("kappa", help="stage `kappa` (M5.2): Cohen's kappa of labels vs calibration")
+    p.add_argument("--labels", required=True, help="labels.jsonl")
+    p.add_argument("--calibration", required=True, help="an independent labelling of a sample")
+    p.add_argument(
+        "--min-calibration",
+        type=int,
+        default=20,
+        help="fewest overlapping pairs (export.min_calibration)",
+    )
+    p.add_argument("--out", required=True, help="kappa.json")
+    p.set_defaults(run=run_kappa)
+
+
+def run_kappa(args: argparse.Namespace) -> int:
+    from grumem.kappa import run_kappa as compute
+
+    r = compute(args.labels, args.calibration, args.min_calibration, args.out)
+    print(
+        f"kappa: {r['kappa']:.4f} over {r['n']} pairs (observed {r['observed_agreement']:.4f},"
+        f" expected {r['expected_agreement']:.4f}) -> {args.out}"
+    )
+    return 0
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="stage `export` (M5.3): the verl corpus from log + labels")
+    p.add_argument("--log", required=True, help="log.jsonl")
+    p.add_argument("--labels", required=True, help="labels.jsonl")
+    p.add_argument("--kappa", required=True, help="kappa.json from `grumem kappa` (required)")
+    p.add_argument("--min-kappa", type=float, default=0.6, help="export.min_kappa")
+    p.add_argument("--data-source", default="grumem", help="verl data_source (export.data_source)")
+    p.add_argument(
+        "--chunks",
+        nargs="+",
+        default=(),
+        help="chunk files or directories: t_last_evidence over whole sessions",
+    )
+    p.add_argument(
+        "--out-dir", required=True, help="writes trajectories.jsonl, turns.parquet, summary.json"
+    )
+    p.set_defaults(run=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from grumem.export import ExportInputs, export, format_summary
+
+    summary = export(
+        ExportInputs(
+            log=args.log,
+            labels=args.labels,
+            kappa=args.kappa,
+            out_dir=args.out_dir,
+            min_kappa=args.min_kappa,
+            data_source=args.data_source,
+            chunks=tuple(args.chunks),
+        )
+    )
+    print(format_summary(summary))
+    return 0
+
+
+TRANSCRIPT_FORMATS = ("auto", "claude-code", "mini-swe-agent", "swe-agent", "openai", "records")
+
+
+def add_chunk(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chunk", help="stage `chunk`: transcripts -> token-budgeted chunk files")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=TRANSCRIPT_FORMATS,
+        help="transcript format (default: detect per file)",
+    )
+    p.add_argument(
+        "--drop-thinking",
+        action="store_true",
+        help="leave out thinking / reasoning blocks (kept by default)",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=5000,
+        help="section budget: max cl100k tokens of a rendered chunk (>= 50)",
+    )
+    p.add_argument("--out", required=True, help="directory for <session>.jsonl chunk files")
+    p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
+    p.set_defaults(run=run_chunk)
+
+
+def run_chunk(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from grumem.chunker import chunk_session
+    from grumem.records import write_jsonl
+    from grumem.transcripts import read_transcript
+
+    if args.budget < 50:
+        raise GrumemError(f"--budget {args.budget}: must be at least 50 tokens")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}  # session id -> the transcript it came from
+    for file in args.files:
+        fmt, sessions = read_transcript(file, args.format, args.drop_thinking)
+        print(f"{file}: {fmt}, {len(sessions)} session(s)")
+        for s in sessions:
+            if s.id in written:
+                raise GrumemError(
+                    f"{file}: session {s.id!r} also comes from {written[s.id]};"
+                    " chunk files are named by session: one would overwrite the other"
+                )
+            written[s.id] = file
+            skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
+            if not s.records:
+                print(f"  {s.id}: records 0, no chunk file written; skipped: {skipped}")
+                continue
+            result = chunk_session(s.id, s.records, args.budget)
+            write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
+            print(
+                f"  {s.id}: records {result.records}, chunks {len(result.chunks)}, "
+                f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
+                f"parts split {result.split_records}"
+                + (f" (into {result.parts} parts)" if result.split_records else "")
+                + f", skipped: {skipped}"
+            )
+    return 0
+
+
+def add_serve_local(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve-local", help="run the embedded llama.cpp model server until Ctrl-C")
+    p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--n-ctx", type=int, default=8192, help="context size in tokens")
+    p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for it")
+    p.set_defaults(run=run_serve_local)
+
+
+def run_serve_local(args: argparse.Namespace) -> int:
+    import signal
+
+    from grumem.llm.local_server import LocalServer
+
+    # SIGTERM ends the wait like Ctrl-C, so the server is stopped either way
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with LocalServer(
+        n_ctx=args.n_ctx, startup_timeout=args.startup_timeout, port=args.port
+    ) as server:
+        print(server.base_url, flush=True)
+        print(
+            f"model {server.model}; set llm.base_url to the URL above; Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            code = server.proc.wait()
+        except KeyboardInterrupt:
+            return 0
+        raise GrumemError(f"the llama.cpp server exited with status {code}:\n{server.log_tail()}")
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    add_prompt,
+    add_prompts,
+    add_responses,
+    add_gates,
+    add_log,
+    add_parse,
+    add_fake_server,
+    add_kappa,
+    add_export,
+    add_chunk,
+    add_serve_local,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grumem", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except GrumemError as e:
+        message = f"grumem {args.command}: error: {e}"
+        print(message, file=sys.stderr)
+        if getattr(args, "log", None):
+            # a job that shows progress on the terminal also keeps its error in its log
+            with open(args.log, "a", encoding="utf-8") as log:
+                print(message, file=log)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
