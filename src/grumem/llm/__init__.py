@@ -1,0 +1,1 @@
+"""LLM access: the OpenAI-compatible client, recording, cache, local and fake servers."""

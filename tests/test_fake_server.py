@@ -1,0 +1,548 @@
+"""The fake OpenAI-compatible server, driven over real HTTP on 127.0.0.1.
+
+Every test talks to a subprocess (`fake_server`, `module_fake_server`) with http.client:
+what a client sees on the wire is what is asserted, including the broken
+responses the fault kinds promise.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grumem.errors import GrumemError
+from grumem.gate_parser import parse_gate_response
+from grumem.llm.fake_server import (
+    Faults,
+    TokenDist,
+    check_host,
+    draw_tokens,
+    fault_for,
+    load_script,
+)
+from grumem.paths import FIXTURES_DIR
+from grumem.prompt import PromptBuilder
+from grumem.records import RecordError, sha256_bytes
+
+GATE = {"check_if": "error|fixed", "next_if": "DONE"}
+
+
+def chat(text: str, *earlier: str, **extra: Any) -> bytes:
+    """A request body whose last message is `text` (earlier user messages first)."""
+    messages = [{"role": "user", "content": t} for t in (*earlier, text)]
+    body = {"model": "fake-model", "messages": messages, "temperature": 0, **extra}
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def post(server: Any, body: bytes, timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        conn.request(
+            "POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"}
+        )
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def get(server: Any, path: str) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def content_of(data: bytes) -> str:
+    return json.loads(data)["choices"][0]["message"]["content"]
+
+
+def gate_prompt(section: str, memory: str | None = None) -> bytes:
+    user = PromptBuilder.from_file().build("Which errors were fixed?", section, memory).user
+    return chat(user)
+
+
+# ------------------------------------------------------------------ replies
+
+
+def test_content_match_and_completion_shape(module_fake_server):
+    server = module_fake_server.use(
+        {
+            "model": "m-1",
+            "replies": [{"match": "kubectl", "content": "K"}],
+            "default": {"content": "D"},
+        }
+    )
+    status, headers, data = post(server, chat("run kubectl get pods"))
+    assert status == 200
+    assert headers["Content-Type"].startswith("application/json")
+    doc = json.loads(data)
+    assert doc["object"] == "chat.completion"
+    assert doc["created"] == 0
+    assert doc["model"] == "m-1"
+    assert doc["id"] == "chatcmpl-" + sha256_bytes(chat("run kubectl get pods"))[:32]
+    choice = doc["choices"][0]
+    assert choice["message"] == {"role": "assistant", "content": "K"}
+    assert choice["finish_reason"] == "stop"
+    usage = doc["usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] == 1
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    # only the last message is matched
+    assert content_of(post(server, chat("hello", "kubectl earlier"))[2]) == "D"
+    assert get(server, "/v1/models") == (
+        200,
+        {
+            "object": "list",
+            "data": [{"id": "m-1", "object": "model", "created": 0, "owned_by": "grumem-fake"}],
+        },
+    )
+    assert get(server, "/health") == (200, {"status": "ok"})
+
+
+def test_sequence_advances_and_repeats_last(module_fake_server):
+    server = module_fake_server.use(
+        {
+            "replies": [
+                {"match": "Turn two", "sequence": ["a", "b", "c"]},
+                {"match": ".", "content": "other"},
+            ]
+        }
+    )
+    got = [content_of(post(server, chat(f"Turn two #{i}"))[2]) for i in range(5)]
+    assert got == ["a", "b", "c", "c", "c"]
+    assert content_of(post(server, chat("Turn one"))[2]) == "other"
+    server.reset()  # reset also rewinds sequences
+    assert content_of(post(server, chat("Turn two"))[2]) == "a"
+
+
+def test_gate_policy_check_update_next(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": ".", "gate": GATE}]})
+    # t=1, evidence: memory starts from nothing
+    first = content_of(post(server, gate_prompt("[ToolResult] error: no such namespace\nmore"))[2])
+    g = parse_gate_response(first)
+    assert (g.update_gate, g.exit_gate) == (True, False)
+    assert g.candidate == "- [ToolResult] error: no such namespace"
+    # t=2, evidence again: the previous memory is carried, one line appended
+    second = content_of(post(server, gate_prompt("[Assistant] fixed it", g.candidate))[2])
+    g2 = parse_gate_response(second)
+    assert g2.update_gate and g2.candidate == g.candidate + "\n- [Assistant] fixed it"
+    # no evidence: the previous memory verbatim, check no
+    third = content_of(post(server, gate_prompt("[User] thanks", g2.candidate))[2])
+    g3 = parse_gate_response(third)
+    assert (g3.update_gate, g3.candidate, g3.exit_gate) == (False, g2.candidate, False)
+    # at t=1 without evidence the memory is the template's placeholder, verbatim
+    g4 = parse_gate_response(content_of(post(server, gate_prompt("[User] hi"))[2]))
+    assert (g4.update_gate, g4.candidate) == (False, "No previous memory")
+    # next_if: end
+    g5 = parse_gate_response(content_of(post(server, gate_prompt("[User] DONE"))[2]))
+    assert (g5.update_gate, g5.exit_gate) == (False, True)
+
+
+def test_gate_update_line_is_truncated_and_defanged(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": ".", "gate": {"check_if": "error"}}]})
+    long_line = "error " + "x" * 300
+    g = parse_gate_response(content_of(post(server, gate_prompt(long_line))[2]))
+    assert g.candidate == "- " + long_line[:200]
+    tagged = "error <update>boom</update> <memory>"
+    g = parse_gate_response(content_of(post(server, gate_prompt(tagged))[2]))
+    assert g.candidate == "- error &lt;update>boom&lt;/update> &lt;memory>"
+
+
+def test_gate_rule_on_a_non_prompt_is_400(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": ".", "gate": GATE}]})
+    status, _, data = post(server, chat("not a GRU-Mem prompt"))
+    assert status == 400 and "<memory>" in json.loads(data)["error"]["message"]
+
+
+def test_judge_policy(module_fake_server):
+    server = module_fake_server.use(
+        {"replies": [{"match": "<evidence>", "judge": {"yes_if": "Traceback"}}]}
+    )
+    yes = content_of(post(server, chat("Traceback (most recent call last)\n<evidence>?"))[2])
+    no = content_of(post(server, chat("all green\n<evidence>?"))[2])
+    assert yes.endswith("</think>\n<evidence>yes</evidence>") and yes.startswith("<think>")
+    assert no.endswith("</think>\n<evidence>no</evidence>")
+
+
+def test_no_match_without_default_is_400_and_bad_requests(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": "kubectl", "content": "K"}]})
+    for body in (chat("nothing"), b"{not json", b'{"messages": []}', chat("kubectl", stream=True)):
+        status, headers, data = post(server, body)
+        assert status == 400, body
+        assert headers["Content-Type"].startswith("application/json")
+        assert json.loads(data)["error"]["type"] == "invalid_request_error"
+    stats = server.stats()
+    assert (stats["requests"], stats["answered"]) == (4, 0)
+
+
+def test_same_body_same_bytes_in_another_process(module_fake_server, fake_server):
+    script = {"replies": [{"match": ".", "gate": GATE}]}
+    body = gate_prompt("error é ü 漢字")
+    one = module_fake_server.use(script)
+    a, b = post(one, body)[2], post(one, body)[2]
+    assert a == b
+    two = fake_server(script)
+    assert post(two, body)[2] == a
+    assert post(two, gate_prompt("other error"))[2] != a
+    two.stop()
+    assert two.proc.returncode == 0
+
+
+def test_stats_count_by_sha_and_reset(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": ".", "content": "x"}]})
+    b1, b2 = chat("one"), chat("two")
+    for body in (b1, b1, b2):
+        post(server, body)
+    stats = server.stats()
+    assert stats == {
+        "requests": 3,
+        "answered": 3,
+        "by_sha": {sha256_bytes(b1): 2, sha256_bytes(b2): 1},
+        "faults": {},
+        "in_flight_max": 1,
+    }
+    server.reset()
+    assert server.stats() == {
+        "requests": 0,
+        "answered": 0,
+        "by_sha": {},
+        "faults": {},
+        "in_flight_max": 0,
+    }
+
+
+def test_set_script_replaces_and_rejects_bad_scripts(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": ".", "content": "old"}]})
+    server.set_script({"replies": [{"match": ".", "content": "new"}]})
+    assert content_of(post(server, chat("hi"))[2]) == "new"
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request(
+        "POST", "/_fake/script", body=json.dumps({"replies": [{"match": "(", "content": "x"}]})
+    )
+    resp = conn.getresponse()
+    assert resp.status == 400
+    assert "replies[0].match" in json.loads(resp.read())["error"]["message"]
+    conn.close()
+    assert content_of(post(server, chat("hi"))[2]) == "new"
+
+
+# ------------------------------------------------------------------- faults
+
+
+def observe(server: Any, body: bytes, timeout: float = 10.0) -> str:
+    """What a client sees for one attempt, as a fault kind name (or "ok")."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=body)
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return str(resp.status)
+        try:
+            data = resp.read()
+        except (http.client.IncompleteRead, ConnectionError):
+            return "reset"
+        if resp.getheader("Content-Type", "").startswith("text/html"):
+            return "non_json"
+        assert int(resp.getheader("Content-Length")) == len(data)
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return "truncated"
+        return "length" if doc["choices"][0]["finish_reason"] == "length" else "ok"
+    finally:
+        conn.close()
+
+
+def test_each_fault_kind_as_seen_by_a_client(module_fake_server):
+    reply = "<think>t</think>\n<check>yes</check>\n<update>memory</update>\n<next>continue</next>"
+    server = module_fake_server.use({"replies": [{"match": ".", "content": reply}]})
+    body = chat("hello")
+    full = post(server, body)[2]
+    for kind in ("429", "500", "503", "reset", "truncated", "non_json", "length"):
+        server.set_script(
+            {
+                "replies": [{"match": ".", "content": reply}],
+                "faults": {"rate": 1.0, "kinds": [kind], "retry_after": 7},
+            }
+        )
+        server.reset()
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("POST", "/v1/chat/completions", body=body)
+        resp = conn.getresponse()
+        if kind in ("429", "500", "503"):
+            assert resp.status == int(kind)
+            assert "error" in json.loads(resp.read())
+            if kind == "429":
+                assert resp.getheader("Retry-After") == "7"
+        elif kind == "reset":
+            # the status line and headers arrive, then the connection drops mid-body
+            assert resp.status == 200
+            assert int(resp.getheader("Content-Length")) == len(full)
+            with pytest.raises((http.client.IncompleteRead, ConnectionError)) as e:
+                resp.read()
+            if isinstance(e.value, http.client.IncompleteRead):
+                assert 0 < len(e.value.partial) < len(full)
+                assert full.startswith(e.value.partial)
+        elif kind == "truncated":
+            data = resp.read()
+            assert resp.status == 200 and int(resp.getheader("Content-Length")) == len(data)
+            assert full.startswith(data) and len(data) < len(full)
+            with pytest.raises(ValueError):
+                json.loads(data)
+        elif kind == "non_json":
+            data = resp.read()
+            assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/html")
+            assert data.startswith(b"<html>")
+        else:  # length: a valid answer, cut
+            doc = json.loads(resp.read())
+            assert resp.status == 200
+            assert doc["choices"][0]["finish_reason"] == "length"
+            assert doc["choices"][0]["message"]["content"] == reply[: len(reply) // 2]
+        conn.close()
+        stats = server.stats()
+        assert stats["faults"] == {kind: 1}, kind
+        assert stats["answered"] == (1 if kind == "length" else 0), kind
+
+
+def test_hang_outlasts_the_client_timeout_then_answers(fake_server):
+    script = {
+        "replies": [{"match": ".", "content": "late"}],
+        "faults": {"rate": 1.0, "kinds": ["hang"], "hang_s": 3},
+    }
+    server = fake_server(script)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        post(server, chat("hello"), timeout=1.0)
+    assert 0.9 < time.monotonic() - t0 < 2.0
+    assert server.stats()["faults"] == {"hang": 1}
+    # a hang is a delay, not an error: a patient client gets the normal answer
+    server.set_script({**script, "faults": {**script["faults"], "hang_s": 0.5}})
+    t0 = time.monotonic()
+    status, _, data = post(server, chat("hello again"))
+    assert status == 200 and content_of(data) == "late"
+    assert time.monotonic() - t0 >= 0.5
+
+
+def test_faults_are_deterministic_per_body_and_attempt(module_fake_server):
+    kinds = ["429", "500", "503", "reset", "truncated", "non_json", "length"]
+    faults = {"rate": 0.4, "kinds": kinds, "seed": 3}
+    script = {"replies": [{"match": ".", "content": "some reply text"}], "faults": faults}
+    server = module_fake_server.use(script)
+    bodies = [chat(f"request {i}") for i in range(60)]
+
+    def run() -> list[str]:
+        return [observe(server, b) for _ in range(3) for b in bodies]
+
+    first = run()
+    server.reset()  # attempt numbers start again from 0
+    assert run() == first
+    spec = Faults(0.4, tuple(kinds), seed=3)
+    expected = [fault_for(spec, sha256_bytes(b), n) or "ok" for n in range(3) for b in bodies]
+    assert first == expected
+    share = sum(o != "ok" for o in first) / len(first)
+    assert 0.25 < share < 0.55
+    assert set(first) == {"ok", *kinds}
+    counts = server.stats()["faults"]
+    assert counts == {k: first.count(k) for k in kinds}
+
+
+def test_only_first_faults_only_the_first_attempt(module_fake_server):
+    server = module_fake_server.use(
+        {
+            "replies": [{"match": ".", "content": "x"}],
+            "faults": {"rate": 1.0, "kinds": [503], "only_first": True},
+        }
+    )
+    assert [observe(server, chat("same")) for _ in range(3)] == ["503", "ok", "ok"]
+
+
+def test_outage_answers_503_to_every_completion(module_fake_server):
+    server = module_fake_server.use({"replies": [{"match": ".", "content": "x"}], "outage": True})
+    assert [observe(server, chat(f"q{i}")) for i in range(3)] == ["503"] * 3
+    assert get(server, "/health")[0] == 200
+    assert server.stats()["faults"] == {"outage": 3}
+
+
+# ----------------------------------------------------------------- capacity
+
+
+def timed_posts(server: Any, bodies: list[bytes], delays: list[float]) -> list[tuple[float, dict]]:
+    """POST each body after its delay, concurrently; (finish time from start, doc) each."""
+    t0 = time.monotonic()
+
+    def one(i: int) -> tuple[float, dict]:
+        time.sleep(delays[i])
+        status, _, data = post(server, bodies[i])
+        assert status == 200
+        return time.monotonic() - t0, json.loads(data)
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(one, range(len(bodies))))
+
+
+def capacity_script(total: float | None, per: float | None, tokens: int) -> dict:
+    cap: dict[str, Any] = {"completion_tokens": {"fixed": tokens}}
+    if total is not None:
+        cap["tokens_per_s"] = total
+    if per is not None:
+        cap["per_request_tps"] = per
+    return {"replies": [{"match": ".", "content": "x"}], "capacity": cap}
+
+
+def test_capacity_processor_sharing_four_together(module_fake_server):
+    server = module_fake_server.use(capacity_script(1000, 1000, 250))
+    done = timed_posts(server, [chat(f"r{i}") for i in range(4)], [0, 0, 0, 0])
+    times = [t for t, _ in done]
+    # alone each would take 0.25 s; sharing 1000 tok/s four ways takes 1.0 s for all
+    assert all(0.7 < t < 1.3 for t in times), times
+    assert max(times) - min(times) < 0.15, times
+    assert all(doc["usage"]["completion_tokens"] == 250 for _, doc in done)
+    assert server.stats()["in_flight_max"] == 4
+
+
+def test_capacity_per_request_cap(module_fake_server):
+    server = module_fake_server.use(capacity_script(None, 100, 100))
+    [(t, doc)] = timed_posts(server, [chat("one")], [0])
+    assert 0.7 < t < 1.3, t
+    assert doc["usage"]["completion_tokens"] == 100
+
+
+def test_capacity_rates_are_recomputed_when_a_request_joins(module_fake_server):
+    # A (500 tok) runs alone at 1000 tok/s for 0.25 s, then shares with B (500 tok):
+    # A ends at 0.25 + 250/500 = 0.75 s, then B runs alone: 250 left at 1000 -> 1.0 s.
+    server = module_fake_server.use(capacity_script(1000, 1000, 500))
+    (ta, _), (tb, _) = timed_posts(server, [chat("A"), chat("B")], [0, 0.25])
+    assert 0.6 < ta < 0.9, ta
+    assert 0.85 < tb < 1.2, tb
+
+
+def test_lognormal_completion_tokens_follow_the_request_sha(module_fake_server):
+    dist = {"dist": "lognormal", "mu": 5.0, "sigma": 1.0, "cap": 300, "seed": 7}
+    server = module_fake_server.use(
+        {
+            "replies": [{"match": ".", "content": "x"}],
+            "capacity": {"tokens_per_s": 1e9, "completion_tokens": dist},
+        }
+    )
+    bodies = [chat(f"q{i}") for i in range(20)]
+    got = [json.loads(post(server, b)[2])["usage"]["completion_tokens"] for b in bodies]
+    spec = TokenDist(mu=5.0, sigma=1.0, cap=300, seed=7)
+    assert got == [draw_tokens(spec, sha256_bytes(b)) for b in bodies]
+    assert all(1 <= n <= 300 for n in got) and len(set(got)) > 10
+    assert json.loads(post(server, bodies[0])[2])["usage"]["completion_tokens"] == got[0]
+
+
+# ----------------------------------------------------------- scripts and CLI
+
+
+@pytest.mark.parametrize(
+    "path", sorted((FIXTURES_DIR / "fake").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_fixture_scripts_load(path: Path):
+    load_script(path)
+
+
+def test_demo_script_answers_the_demo_prompts(fake_server):
+    server = fake_server(FIXTURES_DIR / "fake" / "demo.yaml")
+    g = parse_gate_response(content_of(post(server, gate_prompt("[ToolResult] npm ERR! code"))[2]))
+    assert g.update_gate and not g.exit_gate
+    g = parse_gate_response(content_of(post(server, gate_prompt("[User] Thanks, bye!"))[2]))
+    assert not g.update_gate and g.exit_gate
+    judged = content_of(post(server, chat("Traceback ... <evidence>yes|no</evidence>"))[2])
+    assert judged.endswith("<evidence>yes</evidence>")
+
+
+@pytest.mark.parametrize(
+    ("script", "field"),
+    [
+        ({"replies": [{"match": "x"}]}, "replies[0]"),
+        ({"replies": [{"match": "x", "content": "a", "gate": {"check_if": "e"}}]}, "replies[0]"),
+        ({"replies": [{"match": "x", "gate": {"next_if": "e"}}]}, "replies[0].gate.check_if"),
+        ({"faults": {"rate": 1.5}}, "faults.rate"),
+        ({"faults": {"rate": 0.1, "kinds": ["timeout"]}}, "faults.kinds"),
+        ({"capacity": {"completion_tokens": {"fixed": 3}}}, "capacity"),
+        ({"modle": "x"}, "modle"),
+    ],
+)
+def test_bad_scripts_name_the_field(script: dict, field: str):
+    with pytest.raises(RecordError) as e:
+        load_script(script)
+    assert e.value.field == field
+
+
+def test_cli_port_file_sigterm_and_loopback_only(tmp_path: Path):
+    script = tmp_path / "s.yaml"
+    script.write_text("replies:\n  - match: '.'\n    content: hi\n", encoding="utf-8")
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grumem",
+            "fake-server",
+            "--script",
+            str(script),
+            "--port-file",
+            str(port_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        line = proc.stdout.readline().decode()
+        port = int(port_file.read_text())
+        assert line == f"listening http://127.0.0.1:{port}/v1\n"
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        conn.close()
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert time.monotonic() - t0 < 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grumem.llm.fake_server",
+            "--script",
+            str(script),
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    assert b"loopback" in done.stderr and done.stdout == b""
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "example.org", "::", "127.0.0.1.nip.io"])
+def test_non_loopback_hosts_are_refused(host: str):
+    with pytest.raises(GrumemError, match="loopback"):
+        check_host(host)
+
+
+def test_loopback_hosts_are_accepted():
+    assert [check_host(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost")] == [
+        "127.0.0.1",
+        "127.0.0.2",
+        "::1",
+        "127.0.0.1",
+    ]
