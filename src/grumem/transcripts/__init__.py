@@ -1,0 +1,75 @@
+"""Agent transcripts in, sessions of `{role, text, source}` records out: one module per format.
+
+Each format module has `NAME`, `detect(path, head) -> bool` and
+`read(path, drop_thinking) -> list[Session]`. `--format auto` tries them in
+the order of FORMATS: line-based formats first (cheap: one line), then the
+whole-document ones, mini-swe-agent before the OpenAI messages it is a
+special case of.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from types import ModuleType
+
+from grumem.errors import GrumemError
+from grumem.transcripts import claude_code, mini_swe_agent, openai_chat, records, swe_agent
+from grumem.transcripts.base import Head, Session
+
+__all__ = [
+    "FORMATS",
+    "Session",
+    "UnknownFormatError",
+    "detect_format",
+    "read_transcript",
+    "sanitize_session_id",
+]
+
+FORMATS: dict[str, ModuleType] = {
+    m.NAME: m for m in (claude_code, records, mini_swe_agent, swe_agent, openai_chat)
+}
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class UnknownFormatError(GrumemError, ValueError):
+    pass
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The name of the first format whose detector accepts the file."""
+    head = Head(path)
+    for name, module in FORMATS.items():
+        if module.detect(path, head):
+            return name
+    raise UnknownFormatError(
+        f"{path}: not a transcript format grumem knows; tried {', '.join(FORMATS)}. "
+        "Name the format with --format, or convert the file to records JSONL "
+        '({"role": ..., "text": ...} per line).'
+    )
+
+
+def read_transcript(
+    path: str | os.PathLike[str], fmt: str = "auto", drop_thinking: bool = False
+) -> tuple[str, list[Session]]:
+    """(format, sessions) of one transcript file; session ids are made safe as file names."""
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt not in FORMATS:
+        raise UnknownFormatError(
+            f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}"
+        )
+    sessions = FORMATS[fmt].read(path, drop_thinking)
+    for s in sessions:
+        s.id = sanitize_session_id(s.id)
+    return fmt, sessions
+
+
+def sanitize_session_id(raw: str) -> str:
+    """`[A-Za-z0-9_.-]` only, and no leading dot, so the id is a safe, visible file name."""
+    safe = _UNSAFE.sub("_", raw)
+    safe = re.sub(r"^\.", "_", safe)
+    if not safe:
+        raise GrumemError("empty session id")
+    return safe

@@ -1,0 +1,163 @@
+"""What every transcript reader shares: the Session it returns, record construction,
+placeholders for opaque blobs, and how a file's first bytes are looked at for detection.
+
+A record is `{role, text, source}`: role one of the chunk roles, text exactly what
+will be rendered, source a pointer back into the transcript (file plus line,
+message id or index) so a chunk can be traced to where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from grumem.records import RecordError, dumps
+
+ROLES = ("user", "assistant", "tool_result", "system")
+
+# Enough to see the first keys of any format; whole-document formats are parsed
+# in full only when the head looks like JSON.
+HEAD_BYTES = 1 << 16
+
+
+@dataclass
+class Session:
+    """One conversation: its records in order, and what was left out, counted by kind."""
+
+    id: str
+    records: list[dict] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+def record(role: str, text: str, source: dict[str, Any]) -> dict:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    return {"role": role, "text": text, "source": source}
+
+
+def tool_call_text(name: str, arguments: Any) -> str:
+    """A tool call as the memory agent reads it: the tool's name, then its input as compact JSON."""
+    return f"Tool call {name}: {dumps(arguments)}"
+
+
+def tool_call_text_from_json(name: str, arguments: str) -> str:
+    """Same, for APIs that carry the input as a JSON string (OpenAI). A string that is
+    not valid JSON (models do emit those) is shown as the model wrote it."""
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return f"Tool call {name}: {arguments}"
+    return tool_call_text(name, parsed)
+
+
+def thinking_text(text: str) -> str:
+    return f"Thinking: {text}"
+
+
+def blob_placeholder(kind: str, media_type: str, data: str, encoding: str = "base64") -> str:
+    """One line standing for an opaque blob (an image, encrypted reasoning): what and how big."""
+    return f"[{kind}: {media_type}, {len(data)} bytes {encoding}]"
+
+
+def data_url_placeholder(kind: str, url: str) -> str:
+    """A `data:` URL becomes a placeholder; a plain URL is kept as the model saw it."""
+    if url.startswith("data:") and "," in url:
+        header, data = url[5:].split(",", 1)
+        media_type, _, enc = header.partition(";")
+        return blob_placeholder(kind, media_type or "unknown", data, enc or "url-encoded")
+    return f"[{kind}: {url}]"
+
+
+def session_stem(path: str | os.PathLike[str], suffixes: tuple[str, ...]) -> str:
+    """The file name without the first matching suffix (`x.traj.json` -> `x`)."""
+    name = Path(path).name
+    for suffix in suffixes:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def require(
+    obj: Any, key: str, kind: type | tuple[type, ...], path: str, line: int | None, where: str = ""
+) -> Any:
+    """obj[key] checked for presence and type; RecordError naming the field otherwise."""
+    name = f"{where}{key}"
+    if not isinstance(obj, dict) or key not in obj:
+        raise RecordError(path, line, name, "missing")
+    value = obj[key]
+    if not isinstance(value, kind):
+        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise RecordError(path, line, name, f"expected {want}, found {type(value).__name__}")
+    return value
+
+
+def load_json_document(path: str | os.PathLike[str]) -> Any:
+    """A whole-file JSON document; syntax errors name the line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except UnicodeDecodeError as e:
+        raise RecordError(path, None, None, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
+
+
+def iter_json_lines(path: str | os.PathLike[str]):
+    """(line number, parsed object) for a JSON Lines file; bad lines name file and line."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise RecordError(
+                    path, lineno, None, f"not UTF-8 ({e.reason} at byte {e.start})"
+                ) from None
+            if not text.strip():
+                raise RecordError(path, lineno, None, "blank line")
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise RecordError(
+                    path, lineno, None, f"bad JSON: {e.msg} at column {e.colno}"
+                ) from None
+            if not isinstance(obj, dict):
+                raise RecordError(
+                    path, lineno, None, f"expected a JSON object, found {type(obj).__name__}"
+                )
+            yield lineno, obj
+
+
+class Head:
+    """The start of a file, for format detection; the first line and the whole document
+    are parsed lazily, once, and only if a detector asks."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = str(path)
+        with open(path, "rb") as f:
+            self.text = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
+
+    @cached_property
+    def first_line(self) -> Any:
+        """The first line as JSON, or None if it is not JSON."""
+        with open(self.path, "rb") as f:
+            raw = f.readline()
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+
+    @cached_property
+    def document(self) -> Any:
+        """The whole file as one JSON document, or None if it is not one."""
+        if not self.text.lstrip().startswith(("{", "[")):
+            return None
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return json.load(f)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
