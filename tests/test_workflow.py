@@ -336,3 +336,25 @@ def test_demo_session_end_to_end_with_the_embedded_model(tmp_path) -> None:
     assert all(x["finish_reason"] == "length" for x in log if not x["parsed"])
     ps = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True)
     assert ps.stdout.strip() == ""
+
+
+def test_transcripts_project_chunks_then_prompts(tmp_path, fake_server) -> None:
+    """A project given as agent transcripts: chunk -> prompts -> ... in the DAG, and a run."""
+    server = fake_server(FAKE_DEMO)
+    project = demo_project(
+        transcripts={
+            "glob": str(REPO / "fixtures/transcripts/claude-code/*.jsonl"),
+            "format": "auto",
+        }
+    )
+    del project["chunks"]
+    write_config(tmp_path, server.base_url, projects={"cc": project})
+    dry = snakemake(tmp_path, "-n", "results/cc/log.jsonl").stdout
+    assert "rule chunk:" in dry and "rule prompts:" in dry
+    graph = snakemake(tmp_path, "--rulegraph", "mermaid-js", "results/cc/log.jsonl").stdout
+    assert "chunk" in graph
+    snakemake(tmp_path, "results/cc/log.jsonl")
+    chunk_files = [p for p in files_under(tmp_path / "results/cc/chunks") if p.suffix == ".jsonl"]
+    assert len(chunk_files) >= 2  # the main chain and its sidechains are separate sessions
+    sessions = {x["session"] for x in read_lines(tmp_path / "results/cc/log.jsonl")}
+    assert sessions == {p.stem for p in chunk_files}
