@@ -20,6 +20,7 @@ include: "workflow/rules/prompts.smk"
 include: "workflow/rules/responses.smk"
 include: "workflow/rules/gates.smk"
 include: "workflow/rules/log.smk"
+include: "workflow/rules/judge.smk"
 include: "workflow/rules/kappa.smk"
 include: "workflow/rules/export.smk"
 

@@ -27,6 +27,7 @@ os.environ["PATH"] = os.pathsep.join(
 
 REPO = Path(workflow.basedir)
 TEMPLATE = str(REPO / "templates" / "gru-mem.txt")
+JUDGE_TEMPLATE = str(REPO / "templates" / "judge.txt")
 PROJECTS = sorted(config["projects"])
 
 
@@ -96,15 +97,22 @@ def settings(*sections):
     return json.dumps({s: config[s] for s in sections}, sort_keys=True)
 
 
-def shard_files(stage):
+def shard_files(stage, suffix=".jsonl"):
     def files(wildcards):
         return expand(
-            f"results/{{project}}/{stage}/{{shard}}.jsonl",
+            f"results/{{project}}/{stage}/{{shard}}{suffix}",
             project=wildcards.project,
             shard=shards(wildcards.project),
         )
 
     return files
+
+
+def judge_settings(wildcards):
+    """The judge's sections: llm and budget, and the project's labels (judge overrides)."""
+    sections = {s: config[s] for s in ("llm", "budget")}
+    sections["labels"] = project_config(wildcards.project)["labels"]
+    return json.dumps(sections, sort_keys=True)
 
 
 def labels_file(wildcards):

@@ -1,0 +1,496 @@
+"""The `judge` stage: evidence labels from an LLM judge, one request per (query, chunk).
+
+Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
+that several sessions share (same rendered text, same sha) is one pair per
+query, whichever session it came from. The judge sees the question and the
+chunk rendered exactly as the memory agent sees it (grumem.chunks), through
+templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
+
+Requests go through the rollout's recording client: the same response cache
+(keyed by the request sha256, so a rerun re-sends nothing already answered)
+and the same `llm.mode: replay`, which reproduces labels.jsonl byte for byte
+with no server. The judge's endpoint, model and sampling may differ from the
+rollout's (`labels.judge`); a null field there takes the `llm` section's value.
+
+A pair whose answer does not parse strictly, whose request failed, or whose
+prompt does not fit the budget gets no label. It is written to the
+`unjudged` side file and counted, never guessed; the export then refuses to
+run, naming the pairs without a label.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from grumem.chunks import Chunk, iter_sessions
+from grumem.config import load_config, load_queries, settings_from_json, validate_config
+from grumem.errors import GrumemError
+from grumem.gate_parser import MAX_RAW, ParseError
+from grumem.gates import response_content
+from grumem.judge_parser import parse_judge_response
+from grumem.llm.grammar import grammar_fields
+from grumem.llm.request import build_body, sampling_params
+from grumem.paths import TEMPLATES_DIR
+from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill
+from grumem.records import RecordError, read_jsonl, write_jsonl
+from grumem.tokens import count_tokens
+
+DEFAULT_TEMPLATE = TEMPLATES_DIR / "judge.txt"
+SLOTS = ("prompt", "chunk")
+# Every judge request is sample 0: one judgement per pair. With temperature 0
+# (the default) the seed does not matter; above 0 it keeps a rerun's request
+# identical, so the cache answers it.
+SEED = 0
+# Tokens kept for the tags around the think text when its length is bounded.
+TAG_TOKENS = 20
+# Conservative: SmolLM2 averages 4.4 characters a token on English prose, but
+# about 2.5 on tool output it copies (`npm ERR! ` lines), which is what it rambles.
+CHARS_PER_TOKEN = 2.0
+
+
+# ------------------------------------------------------------------ the prompt
+
+
+def load_judge_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
+    """Read a judge template: `{prompt}` and `{chunk}` exactly once each, no `{memory}`."""
+    text = Path(path).read_text(encoding="utf-8")
+    for slot in SLOTS:
+        n = text.count("{" + slot + "}")
+        if n != 1:
+            raise TemplateError(f"{path}: slot {{{slot}}} appears {n} times, expected once")
+    if "{memory}" in text:
+        raise TemplateError(f"{path}: a judge template has no {{memory}} slot")
+    return text
+
+
+def judge_prompt(template: str, question: str, chunk_text: str) -> str:
+    """The judge's user message, slots filled in one pass (grumem.prompt.fill): a question
+    holding `{chunk}` or a chunk holding `{prompt}` stays literal."""
+    return fill(template, {"prompt": question, "chunk": chunk_text})
+
+
+# ------------------------------------------------------------------ settings
+
+
+def settings_from_args(args: Any) -> dict[str, Any]:
+    """`llm`, `budget` and the project's `labels` section, validated, defaults filled.
+
+    `--settings` is the JSON a rule passes: the config sections `llm` and
+    `budget` (others such as `loop` are accepted and ignored) plus `labels`,
+    the project's labels section. `--config` reads them from a config.yaml."""
+    if args.settings is not None:
+        try:
+            data = json.loads(args.settings)
+        except json.JSONDecodeError as e:
+            raise RecordError("--settings", None, None, f"bad JSON: {e}") from None
+        if not isinstance(data, dict) or "labels" not in data:
+            raise RecordError(
+                "--settings", None, "labels", "missing: pass the project's labels section"
+            )
+        labels = data.pop("labels")
+        settings = settings_from_json(json.dumps(data))
+        project = {"chunks": "", "queries": "", "labels": labels}
+        checked = validate_config({"projects": {args.project: project}}, "--settings")
+        settings["labels"] = checked["projects"][args.project]["labels"]
+        return settings
+    config = load_config(args.config)
+    projects = config.pop("projects")
+    if args.project not in projects:
+        raise GrumemError(
+            f"{args.config}: no project {args.project!r} (projects: {', '.join(sorted(projects))})"
+        )
+    config["labels"] = projects[args.project]["labels"]
+    return config
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The judge's endpoint, model, sampling and grammar, resolved against `llm`."""
+
+    model: str
+    base_url: str | None
+    mode: str
+    server_kind: str
+    sampling: dict[str, Any]
+    grammar: dict[str, Any]
+    llm: dict[str, Any]  # the llm section with the judge's base_url and model in it
+    budget: Budget
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> JudgeSettings:
+        llm, judge = settings["llm"], settings["labels"]["judge"]
+
+        def pick(key: str) -> Any:
+            return llm[key] if judge[key] is None else judge[key]
+
+        model, base_url, server_kind = pick("model"), pick("base_url"), pick("server_kind")
+        use_grammar = pick("grammar")
+        sampling = sampling_params(
+            {k: judge[k] for k in ("temperature", "top_p", "max_tokens")}, SEED
+        )
+        return cls(
+            model=model,
+            base_url=base_url,
+            mode=llm["mode"],
+            server_kind=server_kind,
+            sampling=sampling,
+            grammar=(
+                grammar_fields(server_kind, "judge", think_chars(sampling["max_tokens"]))
+                if use_grammar
+                else {}
+            ),
+            llm={**llm, "base_url": base_url, "model": model},
+            budget=Budget.from_config(settings["budget"]),
+        )
+
+    @property
+    def max_tokens(self) -> int:
+        return self.sampling["max_tokens"]
+
+
+def think_chars(max_tokens: int) -> int:
+    """The grammar's bound on the think text, so that a whole answer fits max_tokens.
+
+    Unbounded, a small model rambles inside <think> until max_tokens cuts
+    the answer before <evidence> (measured with SmolLM2-135M: 5 of 6 answers
+    cut at 64 tokens, 4 of 10 at 200). The judge's label comes from
+    <evidence> alone, so ending the reasoning early costs nothing that a cut
+    answer would have kept."""
+    return max(1, int((max_tokens - TAG_TOKENS) * CHARS_PER_TOKEN))
+
+
+# ------------------------------------------------------------------ pairs
+
+
+def distinct_chunks(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[Chunk]:
+    """Each chunk sha once, at its first occurrence in file and session order, streaming."""
+    seen: set[str] = set()
+    for _, chunks in iter_sessions(chunk_paths):
+        for chunk in chunks:
+            sha = chunk.sha
+            if sha not in seen:
+                seen.add(sha)
+                yield chunk
+
+
+@dataclass(frozen=True)
+class Pair:
+    query_id: str
+    question: str
+    question_tokens: int
+    chunk_sha: str
+    chunk_text: str
+    chunk_tokens: int
+
+
+def iter_pairs(
+    chunk_paths: Sequence[str | os.PathLike[str]], queries: Sequence[Mapping[str, str]]
+) -> Iterator[Pair]:
+    """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
+    question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
+    for chunk in distinct_chunks(chunk_paths):
+        text = chunk.text
+        tokens = count_tokens(text)
+        for q in queries:
+            yield Pair(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens)
+
+
+# ------------------------------------------------------------------ judging
+
+
+@dataclass
+class Progress:
+    """Pairs done / total, parse rate and requests in flight, for the log and a terminal."""
+
+    total: int
+    label: str
+    streams: Sequence[IO[str]] = ()
+    done: int = 0
+    labelled: int = 0
+    answered: int = 0
+    unlabelled: int = 0
+    in_flight: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        rate = f"{self.labelled / self.answered:.2f}" if self.answered else "-"
+        pct = 100 * self.done / self.total if self.total else 100.0
+        return (
+            f"{self.label}: pairs {self.done}/{self.total} ({pct:.0f}%), parse rate {rate}, "
+            f"in flight {self.in_flight}, unlabelled {self.unlabelled}, "
+            f"{time.monotonic() - self.started:.1f}s"
+        )
+
+    def emit(self) -> None:
+        text = self.line()
+        for s in self.streams:
+            s.write(text + "\n")
+            s.flush()
+
+
+def _unjudged(
+    pair: Pair,
+    reason: str,
+    request_sha: str | None,
+    parse_error: dict[str, str] | None = None,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "query_id": pair.query_id,
+        "chunk_sha": pair.chunk_sha,
+        "reason": reason,
+        "request_sha256": request_sha,
+        "parse_error": parse_error,
+        "detail": detail,
+    }
+
+
+async def judge_pair(
+    client: Any, pair: Pair, s: JudgeSettings, template: str, progress: Progress
+) -> tuple[str, dict[str, Any]]:
+    """("label", label record) or ("unjudged", side-file record) for one pair."""
+    user = judge_prompt(template, pair.question, pair.chunk_text)
+    tokens = {
+        "question": pair.question_tokens,
+        "section": pair.chunk_tokens,
+        "total": count_tokens(user),
+    }
+    try:
+        check_budget(s.budget, tokens, s.max_tokens)
+    except BudgetError as e:
+        return "unjudged", _unjudged(pair, "budget", None, detail=str(e))
+    body = build_body(s.model, [{"role": "user", "content": user}], s.sampling, s.grammar)
+    progress.in_flight += 1
+    try:
+        ex = await client.complete(body, label=f"judge {pair.query_id} {pair.chunk_sha[:12]}")
+    finally:
+        progress.in_flight -= 1
+    sha = ex.request["sha256"]
+    if not ex.ok:
+        return "unjudged", _unjudged(pair, "request_failed", sha, detail=ex.failure())
+    progress.answered += 1
+    try:
+        content, finish = response_content(ex.response["body"])
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        error = {
+            "tag": "response",
+            "reason": f"not a chat completion: {e}",
+            "raw": ex.response["body"][:MAX_RAW],
+        }
+        return "unjudged", _unjudged(pair, "unparsed", sha, error)
+    try:
+        judgement = parse_judge_response(content)
+    except ParseError as e:
+        cut = None
+        if finish == "length":
+            cut = (
+                f"the answer was cut at max_tokens {s.max_tokens} (finish_reason length): "
+                "raise labels.judge.max_tokens"
+            )
+        return "unjudged", _unjudged(pair, "unparsed", sha, e.to_json(), cut)
+    label = {
+        "query_id": pair.query_id,
+        "chunk_sha": pair.chunk_sha,
+        "evidence": judgement.evidence,
+        "annotator": s.model,
+    }
+    return "label", label
+
+
+async def judge_all(
+    client: Any,
+    pairs: Iterator[Pair],
+    s: JudgeSettings,
+    template: str,
+    progress: Progress,
+    workers: int,
+    report_every: float = 5.0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Judge a stream of pairs with `workers` requests at most in flight; the client's
+    semaphore caps HTTP attempts. Returns (labels, unjudged), each sorted by pair."""
+    labels: list[dict[str, Any]] = []
+    unjudged: list[dict[str, Any]] = []
+    # a bounded queue: only the pairs about to be sent are in memory, not the corpus
+    queue: asyncio.Queue[Pair | None] = asyncio.Queue(maxsize=2 * workers)
+
+    async def produce() -> None:
+        for pair in pairs:
+            await queue.put(pair)
+        for _ in range(workers):
+            await queue.put(None)
+
+    async def work() -> None:
+        while (pair := await queue.get()) is not None:
+            kind, record = await judge_pair(client, pair, s, template, progress)
+            (labels if kind == "label" else unjudged).append(record)
+            progress.labelled += kind == "label"
+            progress.unlabelled += kind != "label"
+            progress.done += 1
+
+    async def report() -> None:
+        while True:
+            await asyncio.sleep(report_every)
+            progress.emit()
+
+    reporter = asyncio.create_task(report())
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(produce())
+            for _ in range(workers):
+                tg.create_task(work())
+    except* GrumemError as group:
+        raise group.exceptions[0] from None
+    finally:
+        reporter.cancel()
+    progress.emit()
+
+    def key(r: dict[str, Any]) -> tuple[str, str]:
+        return r["query_id"], r["chunk_sha"]
+
+    return sorted(labels, key=key), sorted(unjudged, key=key)
+
+
+def run(
+    chunk_paths: Sequence[str | os.PathLike[str]],
+    queries_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    unjudged_path: str | os.PathLike[str],
+    settings: Mapping[str, Any],
+    log_path: str | os.PathLike[str] | None = None,
+    label: str = "judge",
+    template_path: str | os.PathLike[str] = DEFAULT_TEMPLATE,
+) -> dict[str, int]:
+    """Judge every (query, chunk) of the chunk files; write labels and the side file atomically."""
+    s = JudgeSettings.from_settings(settings)
+    template = load_judge_template(template_path)
+    queries = load_queries(queries_path)
+    n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
+    with ExitStack() as stack:
+        streams: list[IO[str]] = [sys.stderr]
+        if log_path:
+            streams.append(stack.enter_context(open(log_path, "a", encoding="utf-8")))
+        progress = Progress(n_chunks * len(queries), label, streams)
+        base_url = s.base_url
+        if base_url is None and s.mode == "live":
+            from grumem.llm.local_server import LocalServer
+
+            server = stack.enter_context(LocalServer(**s.llm["local"]))
+            base_url = server.base_url
+            progress.emit()
+        labels, unjudged, counters = asyncio.run(
+            _judge_with_client(iter_pairs(chunk_paths, queries), s, base_url, template, progress)
+        )
+    failed = [u for u in unjudged if u["reason"] == "request_failed"]
+    if failed and len(failed) == counters["requests"]:
+        raise GrumemError(
+            f"every judge request failed ({len(failed)} sent); the first: {failed[0]['detail']}. "
+            "Is the server at labels.judge.base_url (or llm.base_url) up?"
+        )
+    write_jsonl(unjudged_path, unjudged, "unjudged")
+    write_jsonl(out_path, labels, "label")
+    return summary(labels, unjudged, counters)
+
+
+async def _judge_with_client(
+    pairs: Iterator[Pair], s: JudgeSettings, base_url: str | None, template: str, progress: Progress
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+    from grumem.llm.client import LLMClient
+
+    async with AsyncExitStack() as stack:
+        client = LLMClient.from_config(s.llm, base_url=base_url)
+        stack.push_async_callback(client.aclose)
+        labels, unjudged = await judge_all(
+            client, pairs, s, template, progress, workers=client.concurrency
+        )
+        return labels, unjudged, client.counters.snapshot()
+
+
+def summary(
+    labels: Sequence[Mapping[str, Any]],
+    unjudged: Sequence[Mapping[str, Any]],
+    counters: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    out = {
+        "pairs": len(labels) + len(unjudged),
+        "labelled": len(labels),
+        "yes": sum(1 for lab in labels if lab["evidence"]),
+        "no": sum(1 for lab in labels if not lab["evidence"]),
+        "unparsed": sum(1 for u in unjudged if u["reason"] == "unparsed"),
+        "request_failed": sum(1 for u in unjudged if u["reason"] == "request_failed"),
+        "budget": sum(1 for u in unjudged if u["reason"] == "budget"),
+    }
+    if counters is not None:
+        out["from_cache"] = counters["cache_hits"]
+        out["sent"] = counters["answered"] + counters["failed"]
+    return out
+
+
+def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
+    text = (
+        f"judge: {stats['labelled']}/{stats['pairs']} pairs labelled (yes {stats['yes']}, "
+        f"no {stats['no']}) -> {out}; unparsed {stats['unparsed']}, request failed "
+        f"{stats['request_failed']}, over budget {stats['budget']} -> {unjudged}"
+    )
+    if "sent" in stats:
+        text += f"; requests sent {stats['sent']}, from cache {stats['from_cache']}"
+    missing = stats["pairs"] - stats["labelled"]
+    if missing:
+        text += (
+            f". {missing} pair(s) have no label: the export will refuse to run until they do"
+            " (see the unjudged file; rerun the judge to resend failed requests)"
+        )
+    return text
+
+
+# ------------------------------------------------------------------ merging shards
+
+
+def merge(
+    label_paths: Sequence[str | os.PathLike[str]],
+    unjudged_paths: Sequence[str | os.PathLike[str]],
+    out_path: str | os.PathLike[str],
+    unjudged_out: str | os.PathLike[str],
+) -> dict[str, int]:
+    """One labels file from the judge's shard outputs, sorted by (query_id, chunk_sha).
+
+    A chunk in two shards was judged in each, the second time from the cache:
+    identical lines are kept once. Two different labels for one pair (two
+    shards sent the request at the same moment, sampling above temperature 0)
+    are an error, never a pick. A pair unjudged in one shard and labelled in
+    another is labelled."""
+    labels: dict[tuple[str, str], tuple[dict[str, Any], str, int]] = {}
+    for path in label_paths:
+        for line, rec in enumerate(read_jsonl(path, "label"), start=1):
+            pair = (rec["query_id"], rec["chunk_sha"])
+            if pair in labels and labels[pair][0] != rec:
+                first, first_path, first_line = labels[pair]
+                raise RecordError(
+                    path,
+                    line,
+                    "evidence",
+                    f"query {pair[0]!r}, chunk {pair[1][:12]}…: {first_path} line {first_line} "
+                    f"says evidence={first['evidence']} ({first['annotator']}), this line "
+                    f"evidence={rec['evidence']} ({rec['annotator']}); rerun the judge of one "
+                    "shard so that both read the cached answer",
+                )
+            labels.setdefault(pair, (rec, str(path), line))
+    unjudged: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in unjudged_paths:
+        for rec in read_jsonl(path, "unjudged"):
+            pair = (rec["query_id"], rec["chunk_sha"])
+            if pair not in labels:
+                unjudged.setdefault(pair, rec)
+    merged = [labels[p][0] for p in sorted(labels)]
+    left = [unjudged[p] for p in sorted(unjudged)]
+    write_jsonl(unjudged_out, left, "unjudged")
+    write_jsonl(out_path, merged, "label")
+    return summary(merged, left)

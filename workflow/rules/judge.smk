@@ -1,0 +1,41 @@
+rule judge:
+    input:
+        chunks=shard_chunks,
+        queries=queries_file,
+        template=JUDGE_TEMPLATE,
+    output:
+        labels="results/{project}/judge/{shard}.jsonl",
+        unparsed="results/{project}/judge/{shard}.unparsed.jsonl",
+    params:
+        settings=judge_settings,
+    resources:
+        llm_slots=config["llm"]["concurrency"],
+    log:
+        "logs/judge/{project}/{shard}.log",
+    benchmark:
+        "benchmarks/judge/{project}/{shard}.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        "grumem judge --settings {params.settings:q} --project {wildcards.project}"
+        " --queries {input.queries} --template {input.template} --out {output.labels}"
+        " --unparsed {output.unparsed} --concurrency {resources.llm_slots} --log {log}"
+        " {input.chunks}"
+
+
+rule labels:
+    input:
+        labels=shard_files("judge"),
+        unparsed=shard_files("judge", ".unparsed.jsonl"),
+    output:
+        labels="results/{project}/labels.jsonl",
+        unparsed="results/{project}/unjudged.jsonl",
+    log:
+        "logs/labels/{project}.log",
+    benchmark:
+        "benchmarks/labels/{project}.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        "grumem judge-merge --labels {input.labels} --unparsed {input.unparsed}"
+        " --out {output.labels} --unparsed-out {output.unparsed} 2> {log}"
