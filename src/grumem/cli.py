@@ -134,13 +134,24 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--log", default=None, help="also append progress to this file")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight (overrides llm.concurrency: the job's llm_slots)",
+    )
     p.set_defaults(run=run_responses)
 
 
 def run_responses(args: argparse.Namespace) -> int:
     from grumem.rollout import run
 
-    stats = run(args.prompts, args.out, settings_from_args(args), args.log, label=args.prompts)
+    settings = settings_from_args(args)
+    if args.concurrency is not None:
+        # Snakemake may scale the job's llm_slots down to the global cap; the
+        # job then keeps exactly that many requests in flight
+        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    stats = run(args.prompts, args.out, settings, args.log, label=args.prompts)
     print(f"responses: {stats}", file=sys.stderr)
     return 0
 
@@ -345,6 +356,121 @@ def run_serve_local(args: argparse.Namespace) -> int:
         raise GrumemError(f"the llama.cpp server exited with status {code}:\n{server.log_tail()}")
 
 
+def add_judge(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("judge", help="stage `judge`: evidence labels from an LLM judge")
+    add_settings_arguments(p)
+    p.add_argument("--project", required=True, help="the project (its labels section)")
+    p.add_argument("--queries", required=True, help="queries YAML")
+    p.add_argument("--template", default=None, help="default templates/judge.txt")
+    p.add_argument("--out", required=True, help="labels JSONL, sorted by (query_id, chunk_sha)")
+    p.add_argument("--unparsed", required=True, help="side file: the pairs left without a label")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight (overrides llm.concurrency: the job's llm_slots)",
+    )
+    p.add_argument("--log", default=None, help="also append progress to this file")
+    p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
+    p.set_defaults(run=run_judge)
+
+
+def run_judge(args: argparse.Namespace) -> int:
+    from grumem.judge import DEFAULT_TEMPLATE, format_summary, run, settings_from_args
+
+    settings = settings_from_args(args)
+    if args.concurrency is not None:
+        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    stats = run(
+        args.chunks,
+        args.queries,
+        args.out,
+        args.unparsed,
+        settings,
+        log_path=args.log,
+        label=f"judge {args.project}",
+        template_path=args.template or DEFAULT_TEMPLATE,
+    )
+    text = format_summary(stats, args.out, args.unparsed)
+    print(text, file=sys.stderr)
+    if args.log:
+        with open(args.log, "a", encoding="utf-8") as log:
+            print(text, file=log)
+    return 0
+
+
+def add_judge_merge(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("judge-merge", help="one labels file from the judge's shard outputs")
+    p.add_argument("--labels", nargs="+", required=True, help="per shard labels files")
+    p.add_argument("--unparsed", nargs="+", required=True, help="per shard side files")
+    p.add_argument("--out", required=True, help="labels.jsonl")
+    p.add_argument("--unparsed-out", required=True, help="the merged side file")
+    p.set_defaults(run=run_judge_merge)
+
+
+def run_judge_merge(args: argparse.Namespace) -> int:
+    from grumem.judge import format_summary, merge
+
+    stats = merge(args.labels, args.unparsed, args.out, args.unparsed_out)
+    print(format_summary(stats, args.out, args.unparsed_out), file=sys.stderr)
+    return 0
+
+
+def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate-sample", help="draw a stratified sample of (query, chunk) to label by hand"
+    )
+    p.add_argument("--queries", required=True, help="queries YAML")
+    p.add_argument("--labels", required=True, help="the judge's labels.jsonl")
+    p.add_argument("--n", type=int, required=True, help="pairs to draw (export.min_calibration+)")
+    p.add_argument("--seed", type=int, required=True, help="the same seed draws the same sample")
+    p.add_argument("--out", required=True, help="sample JSONL, `evidence: null` to fill")
+    p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
+    p.set_defaults(run=run_calibrate_sample)
+
+
+def run_calibrate_sample(args: argparse.Namespace) -> int:
+    from grumem.calibration import format_sample_stats, write_sample
+
+    stats = write_sample(args.queries, args.labels, args.chunks, args.n, args.seed, args.out)
+    print(format_sample_stats(stats, args.n, args.out), file=sys.stderr)
+    return 0
+
+
+def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate-finalize", help="a filled calibration sample -> the calibration file"
+    )
+    p.add_argument("--sample", required=True, help="the sample, every `evidence` true or false")
+    p.add_argument("--annotator", required=True, help="who labelled it (not the judge)")
+    p.add_argument("--out", required=True, help="the calibration file (label schema)")
+    p.set_defaults(run=run_calibrate_finalize)
+
+
+def run_calibrate_finalize(args: argparse.Namespace) -> int:
+    from grumem.calibration import finalize
+
+    n = finalize(args.sample, args.annotator, args.out)
+    print(f"calibrate-finalize: {n} labelled pairs -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_report_plots(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
+    p.add_argument("--log", required=True, help="log.jsonl")
+    p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
+    p.add_argument("--out-dir", required=True, help="writes the SVG files of grumem.report.PLOTS")
+    p.set_defaults(run=run_report_plots)
+
+
+def run_report_plots(args: argparse.Namespace) -> int:
+    from grumem.report import write_plots
+
+    for path in write_plots(args.log, args.trajectories, args.out_dir):
+        print(f"report-plots: wrote {path}", file=sys.stderr)
+    return 0
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_prompt,
     add_prompts,
@@ -357,6 +483,11 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_export,
     add_chunk,
     add_serve_local,
+    add_judge,
+    add_judge_merge,
+    add_calibrate_sample,
+    add_calibrate_finalize,
+    add_report_plots,
 ]
 
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from grumem.errors import GrumemError
 from grumem.gates import interpret, memory_after
-from grumem.llm.grammar import grammar_fields
+from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.request import build_body, sampling_params
 from grumem.prompt import Budget, BudgetError, check_budget, memory_text
 from grumem.records import read_jsonl, write_jsonl
@@ -71,7 +71,10 @@ class LoopSettings:
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> LoopSettings:
         llm, loop = settings["llm"], settings["loop"]
-        grammar = grammar_fields(llm["server_kind"]) if llm["grammar"] else {}
+        # bounded text slots: a constrained answer that max_tokens cuts off
+        # mid-tag could never parse
+        bound = fitting_text_chars(llm["max_tokens"])
+        grammar = grammar_fields(llm["server_kind"], "gate", bound) if llm["grammar"] else {}
         return cls(
             loop["level"],
             loop["samples"],

@@ -17,4 +17,4 @@ rule responses:
     shell:
         # progress goes to the log and, through stderr, to the terminal
         "grumem responses --settings {params.settings:q} --prompts {input}"
-        " --out {output} --log {log}"
+        " --concurrency {resources.llm_slots} --out {output} --log {log}"

@@ -1,0 +1,89 @@
+"""GBNF grammars of the response shapes, and the request field each server reads them from.
+
+A small model does not follow the four-tag format unaided (measured with
+SmolLM2-135M: prose and numbered lists); constrained decoding makes every
+answer well formed. Free text excludes `<`, so the model cannot open or close
+a tag inside a text slot, and the strict parser sees exactly one of each.
+The grammar goes into the recorded request like any other field.
+"""
+
+from __future__ import annotations
+
+from grumem.errors import GrumemError
+
+_GATE = r"""root ::= think check update next
+think ::= "<think>" text "</think>\n"
+check ::= "<check>" yn "</check>\n"
+update ::= "<update>" text "</update>\n"
+next ::= "<next>" nx "</next>"
+yn ::= "yes" | "no"
+nx ::= "continue" | "end"
+"""
+
+_JUDGE = r"""root ::= "<think>" text "</think>\n<evidence>" yn "</evidence>"
+yn ::= "yes" | "no"
+"""
+
+_SHAPES = {"gate": _GATE, "judge": _JUDGE}
+
+
+def gbnf(which: str = "gate", max_text_chars: int | None = None) -> str:
+    """The GBNF of a response shape: `gate` (card 000's four tags: <check> yes|no,
+    <next> continue|end) or `judge` (<think>, then <evidence> yes|no).
+
+    The grammar fixes the shape, not the length: a 135M model constrained by
+    it still rambles inside <think> until max_tokens cuts the answer off
+    mid-tag (measured: 512 tokens of numbered list). `max_text_chars` bounds
+    each text slot so the whole answer fits the token budget (about 4.4
+    characters a token for this model's English). The bound costs little
+    to decode (measured 10-20% per token at 300-600 characters) but it also
+    caps the memory one turn can write: leave it None for capable models.
+    """
+    if which not in _SHAPES:
+        raise ValueError(f"unknown grammar {which!r}; one of {sorted(_SHAPES)}")
+    if max_text_chars is None:
+        return _SHAPES[which] + "text ::= [^<]*\n"
+    if max_text_chars < 1:
+        raise ValueError(f"max_text_chars must be at least 1, got {max_text_chars}")
+    return _SHAPES[which] + f"text ::= [^<]{{0,{int(max_text_chars)}}}\n"
+
+
+def fitting_text_chars(max_tokens: int, chars_per_token: float = 3.0) -> int:
+    """A text-slot bound under which a whole gate answer fits in `max_tokens`.
+
+    Two text slots plus about 80 characters of tags, at a conservative 3
+    characters a token (SmolLM2 averages 4.4 on English): 200 tokens -> 260."""
+    return max(1, int((max_tokens * chars_per_token - 80) // 2))
+
+
+GATE_GRAMMAR = gbnf("gate")
+JUDGE_GRAMMAR = gbnf("judge")
+SERVER_KINDS = ("llama.cpp", "vllm", "openai")
+
+
+class GrammarUnsupported(GrumemError):
+    pass
+
+
+def grammar_fields(
+    server_kind: str, which: str = "gate", max_text_chars: int | None = None
+) -> dict:
+    """The request field(s) carrying the grammar, for `extra` in build_body.
+
+    llama.cpp's server reads a top-level `grammar` (GBNF). vLLM >= 0.12 reads
+    `structured_outputs: {grammar: ...}` (its xgrammar backend takes GBNF);
+    older vLLM read a top-level `guided_grammar`, removed in 0.12. OpenAI's
+    API has no grammar field.
+    """
+    grammar = gbnf(which, max_text_chars)
+    if server_kind == "llama.cpp":
+        return {"grammar": grammar}
+    if server_kind == "vllm":
+        return {"structured_outputs": {"grammar": grammar}}
+    if server_kind == "openai":
+        raise GrammarUnsupported(
+            "llm.grammar: true needs a server that takes a grammar (llm.server_kind llama.cpp "
+            "or vllm); the OpenAI API has none: set llm.grammar: false"
+        )
+    kinds = ", ".join(SERVER_KINDS)
+    raise GrammarUnsupported(f"llm.server_kind {server_kind!r} is not one of {kinds}")

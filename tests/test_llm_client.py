@@ -1,0 +1,486 @@
+"""The LLM client against the fake server over real HTTP: wire bytes, faults, crash, replay, key.
+
+No monkeypatching: the client talks to `grumem.llm.fake_server` in a
+subprocess, whose fault schedule is a pure function of (seed, request sha,
+attempt), so each test knows what every attempt must have met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from grumem.errors import GrumemError
+from grumem.llm.cache import CacheError, ResponseCache
+from grumem.llm.client import (
+    LLMClient,
+    ReplayMiss,
+    WireMismatch,
+    is_answer,
+    retry_after_seconds,
+)
+from grumem.llm.fake_server import completion_body, fault_for, load_script
+from grumem.llm.grammar import (
+    GATE_GRAMMAR,
+    GrammarUnsupported,
+    fitting_text_chars,
+    grammar_fields,
+)
+from grumem.llm.local_server import free_port
+from grumem.llm.request import RequestError, build_body, request_sha, sampling_params
+from grumem.records import dumps, sha256_text, validate
+from grumem.tokens import count_tokens
+
+MODEL = "fake-model"
+REPLY = "<think>ok</think>\n<check>no</check>\n<update></update>\n<next>continue</next>"
+KEY_ENV = "GRUMEM_TEST_API_KEY"
+PARAMS = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 64, "seed": 0}
+
+
+def body_for(i: int, text: str = "chunk") -> str:
+    return build_body(MODEL, [{"role": "user", "content": f"{text} {i}"}], {**PARAMS, "seed": i})
+
+
+def expected_body(body: str, content: str = REPLY, finish: str = "stop") -> str:
+    """What the fake server answers to `body` (no clock, no random id)."""
+    sha = request_sha(body)
+    prompt_tokens = sum(count_tokens(m["content"]) for m in json.loads(body)["messages"])
+    return completion_body(
+        sha, MODEL, content, prompt_tokens, count_tokens(content), finish
+    ).decode("utf-8")
+
+
+def make_client(base_url: str | None, cache_dir: Path, **kw) -> LLMClient:
+    opts = dict(
+        cache_dir=cache_dir,
+        api_key_env=KEY_ENV,
+        concurrency=8,
+        timeout=5.0,
+        retries=3,
+        backoff=0.001,
+    )
+    opts.update(kw)
+    return LLMClient(base_url, **opts)
+
+
+async def run_all(client: LLMClient, bodies: list[str]) -> list:
+    async with client:
+        return await asyncio.gather(*(client.complete(b, f"b{i}") for i, b in enumerate(bodies)))
+
+
+# ---------------------------------------------------------------- request, grammar
+
+
+def test_build_body_order_and_form():
+    body = build_body(
+        "m",
+        [{"role": "user", "content": "é"}],
+        {"top_p": 0.5, "temperature": 1e-7, "seed": 3},
+        {"grammar": "g"},
+    )
+    assert (
+        body == '{"model":"m","messages":[{"role":"user","content":"é"}],'
+        '"top_p":0.5,"temperature":1e-07,"seed":3,"grammar":"g"}'
+    )
+    assert request_sha(body) == sha256_text(body)
+    with pytest.raises(RequestError, match="seed"):
+        build_body("m", [{"role": "user", "content": "x"}], {"seed": 1}, {"seed": 2})
+    with pytest.raises(RequestError, match="model"):
+        build_body("m", [{"role": "user", "content": "x"}], {"model": "other"})
+    with pytest.raises(RequestError, match="UTF-8"):
+        build_body("m", [{"role": "user", "content": "\ud800"}], {})
+    llm = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 512}
+    assert list(sampling_params(llm, 2)) == ["temperature", "top_p", "max_tokens", "seed"]
+
+
+def test_grammar_fields_per_server():
+    assert grammar_fields("llama.cpp") == {"grammar": GATE_GRAMMAR}
+    assert grammar_fields("vllm") == {"structured_outputs": {"grammar": GATE_GRAMMAR}}
+    assert "<evidence>" in grammar_fields("llama.cpp", "judge")["grammar"]
+    with pytest.raises(GrammarUnsupported, match="llm.grammar"):
+        grammar_fields("openai")
+    bounded = grammar_fields("llama.cpp", max_text_chars=260)["grammar"]
+    assert bounded.endswith("text ::= [^<]{0,260}\n")
+    assert bounded.replace("{0,260}", "*") == GATE_GRAMMAR
+    assert fitting_text_chars(200) == 260
+    with pytest.raises(ValueError, match="max_text_chars"):
+        grammar_fields("llama.cpp", max_text_chars=0)
+
+
+def test_retry_after_and_answer_checks():
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds("0") == 0.0
+    assert retry_after_seconds(None) is None
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+    assert is_answer(200, b'{"choices":[{"message":{"content":"x"}}]}') == (True, None)
+    assert is_answer(200, b"<html>")[1].startswith("HTTP 200 but the body is not JSON")
+    assert "choices[0].message" in is_answer(200, b'{"choices":[]}')[1]
+    assert is_answer(503, b"{}") == (False, None)
+
+
+# ------------------------------------------------------------------ (a) wire bytes
+
+
+def test_wire_bytes_equal_the_record(module_fake_server, tmp_path):
+    server = module_fake_server.use({"model": MODEL, "default": {"content": REPLY}})
+    texts = [
+        "héllo wörld",
+        "日本語のテキスト",
+        "emoji 🎉 and \u2028 line sep",
+        'quote " \\ \t',
+        "nul \x00 byte",
+    ]
+    bodies = [
+        build_body(
+            MODEL,
+            [{"role": "system", "content": "sys"}, {"role": "user", "content": t}],
+            {"temperature": f, "top_p": 0.95, "max_tokens": 7, "seed": i},
+        )
+        for i, (t, f) in enumerate(zip(texts, [0.1 + 0.2, 1e-7, 2.5e16, 0.0, 1.0], strict=True))
+    ]
+    exchanges = asyncio.run(run_all(make_client(server.base_url, tmp_path), bodies))
+    received = server.stats()["by_sha"]
+    for body, ex in zip(bodies, exchanges, strict=True):
+        assert ex.ok and not ex.from_cache
+        assert ex.request == {"body": body, "sha256": request_sha(body)}
+        # the server hashed the bytes it read: they are the recorded body's UTF-8 bytes
+        assert received[request_sha(body)] == 1
+        assert ex.response["body"] == expected_body(body)
+        assert ex.response["sha256"] == sha256_text(ex.response["body"])
+
+
+def test_body_not_in_wire_form_is_refused_loudly(module_fake_server, tmp_path):
+    server = module_fake_server.use({"model": MODEL, "default": {"content": REPLY}})
+    # valid JSON, but not what the SDK writes (spaces): the record would not be the wire
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+    with pytest.raises(WireMismatch, match=request_sha(body)):
+        asyncio.run(run_all(make_client(server.base_url, tmp_path), [body]))
+    assert not list(ResponseCache(tmp_path).shas())
+    with pytest.raises(RequestError, match="not JSON"):
+        asyncio.run(run_all(make_client(server.base_url, tmp_path), ["{nope"]))
+
+
+# ---------------------------------------------------------------------- (b) faults
+
+FAULTS = {
+    "rate": 0.3,
+    "kinds": ["429", "500", "503", "hang", "reset", "truncated", "non_json", "length"],
+    "seed": 7,
+    "retry_after": 0,
+    "hang_s": 2,
+}
+
+
+def expected_error(fault: str) -> tuple[int | None, str]:
+    """(status, error prefix) recorded for an attempt that met `fault`."""
+    return {
+        "429": (429, "HTTP 429"),
+        "500": (500, "HTTP 500"),
+        "503": (503, "HTTP 503"),
+        "hang": (None, "timeout"),
+        "reset": (None, "connection error"),
+        "truncated": (200, "HTTP 200 but the body is not JSON"),
+        "non_json": (200, "HTTP 200 but the body is not JSON"),
+    }[fault]
+
+
+def test_faults_every_request_answered_and_every_attempt_logged(fake_server, tmp_path):
+    script = {"model": MODEL, "default": {"content": REPLY}, "faults": FAULTS}
+    server = fake_server(script)
+    faults = load_script(script).faults
+    bodies = [body_for(i, "fault") for i in range(200)]
+    client = make_client(server.base_url, tmp_path, concurrency=16, timeout=1.0, retries=8)
+    t0 = time.monotonic()
+    exchanges = asyncio.run(run_all(client, bodies))
+    elapsed = time.monotonic() - t0
+    seen = set()
+    for body, ex in zip(bodies, exchanges, strict=True):
+        sha = request_sha(body)
+        assert ex.ok, ex.failure()
+        assert [a["attempt"] for a in ex.attempts] == list(range(1, len(ex.attempts) + 1))
+        for a in ex.attempts:
+            validate(
+                {
+                    "kind": "exchange",
+                    "trajectory_id": "x",
+                    "t": 1,
+                    "ask": 0,
+                    "chunk_sha": "0" * 64,
+                    "memory_before": None,
+                    "request": ex.request,
+                    "response": a,
+                    "attempts": [a],
+                },
+                "response",
+            )
+        # attempt n met the fault the server's schedule gave attempt n-1 of this sha
+        for a in ex.attempts[:-1]:
+            fault = fault_for(faults, sha, a["attempt"] - 1)
+            seen.add(fault)
+            status, error = expected_error(fault)
+            assert (a["status"], a["error"][: len(error)]) == (status, error), (fault, a)
+        final = fault_for(faults, sha, len(ex.attempts) - 1)
+        assert final in (None, "length")
+        if final == "length":
+            seen.add(final)
+            assert ex.response["body"] == expected_body(body, REPLY[: len(REPLY) // 2], "length")
+        else:
+            assert ex.response["body"] == expected_body(body)
+        assert ex.response["status"] == 200 and ex.response["error"] is None
+        cached = ResponseCache(tmp_path).get(sha)
+        assert cached == ex.attempts
+    assert seen == set(FAULTS["kinds"]), "the run must have met every fault kind"
+    stats = server.stats()
+    assert stats["requests"] == sum(len(ex.attempts) for ex in exchanges)
+    assert client.counters.retries == stats["requests"] - 200
+    assert elapsed < 30
+
+
+def test_retry_after_is_honoured(module_fake_server, tmp_path):
+    script = {
+        "model": MODEL,
+        "default": {"content": REPLY},
+        "faults": {"rate": 1.0, "kinds": ["429"], "only_first": True, "retry_after": 0.6},
+    }
+    server = module_fake_server.use(script)
+    t0 = time.monotonic()
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path, backoff=0.0), [body_for(1)]))
+    assert ex.ok and [a["status"] for a in ex.attempts] == [429, 200]
+    assert time.monotonic() - t0 >= 0.6
+
+
+def test_non_retryable_status_ends_at_once(module_fake_server, tmp_path):
+    server = module_fake_server.use(
+        {"model": MODEL, "replies": [{"match": "^never$", "content": "x"}]}
+    )
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path), [body_for(1)]))
+    assert not ex.ok and len(ex.attempts) == 1 and ex.response["status"] == 400
+    assert "invalid_request_error" in ex.response["body"]
+    assert not list(ResponseCache(tmp_path).shas())
+
+
+# ----------------------------------------------------------------- (c) outage
+
+
+def test_permanent_outage_fails_after_the_retry_budget(module_fake_server, tmp_path):
+    server = module_fake_server.use({"model": MODEL, "default": {"content": REPLY}, "outage": True})
+    body = body_for(1)
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path, retries=4), [body]))
+    assert not ex.ok
+    assert [a["status"] for a in ex.attempts] == [503] * 5
+    assert server.stats()["by_sha"] == {request_sha(body): 5}
+    message = ex.failure("traj-1/t3")
+    assert request_sha(body) in message and "traj-1/t3" in message
+    assert "5 attempt(s)" in message and "status 503" in message
+    assert not list(ResponseCache(tmp_path).shas())
+
+
+def test_server_down_is_a_connection_error(tmp_path):
+    client = make_client(f"http://127.0.0.1:{free_port()}/v1", tmp_path, retries=1)
+    (ex,) = asyncio.run(run_all(client, [body_for(1)]))
+    assert not ex.ok and [a["status"] for a in ex.attempts] == [None, None]
+    assert ex.response["error"].startswith("connection error")
+
+
+# ------------------------------------------------------------------ (d) crash
+
+CRASH_WORKER = textwrap.dedent("""
+    import asyncio, sys
+    from grumem.llm.client import LLMClient
+    from grumem.llm.request import build_body
+
+    base_url, cache_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    bodies = [build_body("fake-model", [{"role": "user", "content": f"crash {i}"}],
+                         {"temperature": 0.7, "seed": i}) for i in range(n)]
+
+    async def main():
+        async with LLMClient(base_url, cache_dir=cache_dir, concurrency=8, timeout=10,
+                             retries=2, backoff=0.01) as client:
+            await asyncio.gather(*(client.complete(b) for b in bodies))
+
+    asyncio.run(main())
+""")
+
+
+def crash_bodies(n: int) -> list[str]:
+    return [
+        build_body(
+            MODEL, [{"role": "user", "content": f"crash {i}"}], {"temperature": 0.7, "seed": i}
+        )
+        for i in range(n)
+    ]
+
+
+def test_crash_rerun_sends_only_unanswered(fake_server, tmp_path):
+    server = fake_server({"model": MODEL, "default": {"content": REPLY}, "latency_s": 0.05})
+    cache = ResponseCache(tmp_path / "cache")
+    cmd = [sys.executable, "-c", CRASH_WORKER, server.base_url, str(cache.root), "200"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while sum(1 for _ in cache.shas()) < 60 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = set(cache.shas())
+    assert 60 <= len(before) < 200, "the kill must land mid-way"
+    for sha in before:  # every entry parses: no partial one
+        assert cache.get(sha) is not None
+    server.reset()
+    # the rerun: the same bodies, the same cache, a fresh client
+    rerun = make_client(server.base_url, cache.root, concurrency=8)
+    exchanges = asyncio.run(run_all(rerun, crash_bodies(200)))
+    assert all(ex.ok for ex in exchanges)
+    all_shas = {request_sha(b) for b in crash_bodies(200)}
+    received = server.stats()["by_sha"]
+    assert not before & set(received), "an answered request was sent again"
+    assert set(received) == all_shas - before
+    counters = rerun.counters
+    assert (counters.cache_hits, counters.answered) == (len(before), 200 - len(before))
+    assert set(cache.shas()) == all_shas
+    for sha in all_shas:
+        assert cache.get(sha)[-1]["status"] == 200
+    # the only files besides entries are temporary ones of the killed writer
+    stray = [p for p in cache.root.rglob("*") if p.is_file() and p.stem not in all_shas]
+    assert all(p.name.startswith(".") and p.name.endswith(".tmp") for p in stray)
+
+
+def test_corrupt_cache_entry_names_the_file(tmp_path):
+    cache = ResponseCache(tmp_path)
+    sha = request_sha("x")
+    path = cache.path(sha)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"request_sha256": "', encoding="utf-8")
+    with pytest.raises(CacheError, match=str(path)):
+        cache.get(sha)
+    path.write_text(dumps({"request_sha256": sha, "attempts": [{"attempt": 1}]}), "utf-8")
+    with pytest.raises(CacheError, match="attempts.0"):
+        cache.get(sha)
+
+
+# ------------------------------------------------------------------ (e) replay
+
+
+def test_replay_reproduces_every_response_byte_for_byte(fake_server, tmp_path):
+    script = {
+        "model": MODEL,
+        "default": {"content": REPLY},
+        "faults": {**FAULTS, "kinds": ["500", "non_json", "length"]},
+    }
+    server = fake_server(script)
+    bodies = [body_for(i, "replay ünïcode") for i in range(40)]
+    live = asyncio.run(run_all(make_client(server.base_url, tmp_path, retries=6), bodies))
+    server.stop()
+    replay = asyncio.run(run_all(make_client(None, tmp_path, mode="replay"), bodies))
+    for a, b in zip(live, replay, strict=True):
+        assert a.ok and b.ok and b.from_cache and not a.from_cache
+        assert dumps(b.attempts) == dumps(a.attempts)
+        assert b.response["body"].encode("utf-8") == a.response["body"].encode("utf-8")
+        assert b.request == a.request
+    missing = body_for(999, "never sent")
+    with pytest.raises(ReplayMiss, match=request_sha(missing)) as info:
+        asyncio.run(make_client(None, tmp_path, mode="replay").complete(missing, "p/q/s/0 t=4"))
+    assert "p/q/s/0 t=4" in str(info.value) and isinstance(info.value, GrumemError)
+
+
+# ------------------------------------------------------------------ (f) secret
+
+
+def test_api_key_is_in_no_file_and_no_error(module_fake_server, tmp_path, monkeypatch):
+    key = "sk-grumem-SECRET-7f3a9c1e5d"
+    monkeypatch.setenv(KEY_ENV, key)  # the process environment, not the SDK
+    log_path = tmp_path / "debug.log"
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)  # the SDK's and httpx2's debug logs go to a file too
+    try:
+        server = module_fake_server.use(
+            {
+                "model": MODEL,
+                "default": {"content": REPLY},
+                "faults": {**FAULTS, "kinds": ["429", "reset", "non_json"]},
+            }
+        )
+        cache = tmp_path / "cache"
+        good = asyncio.run(
+            run_all(
+                make_client(server.base_url, cache, retries=6), [body_for(i) for i in range(20)]
+            )
+        )
+        server.use({"model": MODEL, "outage": True})
+        bad = asyncio.run(
+            run_all(
+                make_client(server.base_url, cache, retries=1),
+                [body_for(i, "fail") for i in range(3)],
+            )
+        )
+        down = asyncio.run(
+            run_all(
+                make_client(f"http://127.0.0.1:{free_port()}/v1", cache, retries=0),
+                [body_for(1, "down")],
+            )
+        )
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        handler.close()
+    assert all(ex.ok for ex in good) and not any(ex.ok for ex in bad + down)
+    texts = [ex.failure() for ex in bad + down] + [dumps(ex.attempts) for ex in good + bad + down]
+    try:
+        asyncio.run(make_client(None, cache, mode="replay").complete(body_for(5, "miss")))
+    except ReplayMiss as e:
+        texts.append(str(e))
+    assert not any(key in t for t in texts)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".json" for p in written) and log_path.stat().st_size > 0
+    for p in written:
+        assert key.encode() not in p.read_bytes(), p
+
+
+# ----------------------------------------------------------- (g) concurrency
+
+
+def test_in_flight_never_exceeds_the_limit(module_fake_server, tmp_path):
+    server = module_fake_server.use(
+        {"model": MODEL, "default": {"content": REPLY}, "latency_s": 0.05}
+    )
+    client = make_client(server.base_url, tmp_path, concurrency=4)
+    exchanges = asyncio.run(run_all(client, [body_for(i) for i in range(40)]))
+    assert all(ex.ok for ex in exchanges)
+    assert server.stats()["in_flight_max"] == 4
+    c = client.counters.snapshot()
+    assert c["in_flight_max"] == 4 and c["in_flight"] == 0
+    assert (c["requests"], c["sent"], c["answered"], c["cache_hits"]) == (40, 40, 40, 0)
+    again = make_client(server.base_url, tmp_path, concurrency=4)
+    asyncio.run(run_all(again, [body_for(i) for i in range(40)]))
+    assert again.counters.cache_hits == 40 and again.counters.sent == 0
+
+
+def test_config_and_mode_errors(tmp_path):
+    with pytest.raises(GrumemError, match="mode"):
+        LLMClient("http://127.0.0.1:1/v1", cache_dir=tmp_path, mode="record-only")
+    with pytest.raises(GrumemError, match="base_url"):
+        LLMClient(None, cache_dir=tmp_path, mode="live")
+    llm = {
+        "cache_dir": str(tmp_path),
+        "mode": "replay",
+        "api_key_env": "X",
+        "concurrency": 2,
+        "timeout": 3,
+        "retries": 1,
+        "backoff": 0.1,
+        "base_url": None,
+    }
+    client = LLMClient.from_config(llm)
+    assert (client.mode, client.concurrency, client.retries) == ("replay", 2, 1)
