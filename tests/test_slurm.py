@@ -265,16 +265,42 @@ def test_failing_job_is_reported_failed(slurm_cluster: dict[str, str], tmp_path:
 
 
 @pytest.mark.slow
-def test_demo_export_on_slurm_matches_local(tmp_path: Path) -> None:
+def test_demo_export_on_slurm_matches_local(
+    slurm_cluster: dict[str, str], tmp_path: Path, fake_server
+) -> None:
     """The demo corpus built through SLURM equals the local build byte for byte.
 
-    To do once the workflow's `export` runs end to end: request the
-    `slurm_cluster` fixture (not requested yet, so this skip starts no
-    cluster), start the fake LLM server on 127.0.0.1 (conftest), run the demo
-    `snakemake export` locally (`--workflow-profile workflow/profiles/default`;
-    with the Snakefile at the repo root it is not picked up by itself) in one
-    temp dir and `run_snakemake_on_slurm(dir, ["export"], env=slurm_cluster)`
-    in another, both against the fake server; then compare the set of exported
-    corpus files and every file's bytes.
-    """
-    pytest.skip("the demo workflow and `export` target do not exist yet (lead fills this in)")
+    Both runs talk to the same fake LLM server with caches of their own, so
+    each really sends its requests; only recorded latencies may differ, and
+    they reach the corpus only through the log's sha256 in summary.json."""
+    from workflow_helpers import read_lines, snakemake, write_config
+
+    server = fake_server(REPO_ROOT / "fixtures" / "fake" / "demo.yaml")
+    local, cluster = tmp_path / "local", tmp_path / "slurm"
+    for work in (local, cluster):
+        work.mkdir()
+        write_config(work, server.base_url)
+    snakemake(local, "--workflow-profile", str(DEFAULT_PROFILE), "export")
+    sent_locally = server.stats()["requests"]
+    proc = run_snakemake_on_slurm(cluster, ["export"], env=slurm_cluster, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert SUBMITTED_RE.search(proc.stdout), "no job went through SLURM"
+    assert server.stats()["requests"] == 2 * sent_locally == 144
+
+    corpus = Path("results/demo/corpus")
+    for name in ("trajectories.jsonl", "turns.parquet"):
+        assert (cluster / corpus / name).read_bytes() == (local / corpus / name).read_bytes(), name
+    summaries = [
+        yaml.safe_load((w / corpus / "summary.json").read_text()) for w in (local, cluster)
+    ]
+    for s in summaries:
+        s["inputs"].pop("log_sha256")
+    assert summaries[0] == summaries[1]
+
+    def untimed(work: Path) -> list[dict]:
+        lines = read_lines(work / "results/demo/log.jsonl")
+        for line in lines:
+            line["response"].pop("latency_s")
+        return lines
+
+    assert untimed(local) == untimed(cluster)
