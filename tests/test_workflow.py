@@ -358,3 +358,86 @@ def test_transcripts_project_chunks_then_prompts(tmp_path, fake_server) -> None:
     assert len(chunk_files) >= 2  # the main chain and its sidechains are separate sessions
     sessions = {x["session"] for x in read_lines(tmp_path / "results/cc/log.jsonl")}
     assert sessions == {p.stem for p in chunk_files}
+
+
+CORPUS = ("trajectories.jsonl", "turns.parquet", "summary.json")
+
+
+def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
+    return {name: (work / f"results/{project}/corpus" / name).read_bytes() for name in CORPUS}
+
+
+def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> None:
+    import pyarrow.parquet as pq
+
+    server = fake_server(FAKE_DEMO)
+    write_config(tmp_path, server.base_url)
+    snakemake(tmp_path, "export")
+    live = corpus_bytes(tmp_path)
+    table = pq.read_table(tmp_path / "results/demo/corpus/turns.parquet")
+    assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    assert table.num_rows == 72
+    server.stop()
+    for sub in ("prompts", "responses", "gates", "corpus"):
+        for f in (tmp_path / "results/demo" / sub).iterdir():
+            f.unlink()
+    write_config(tmp_path, server.base_url, llm={"mode": "replay"})
+    snakemake(tmp_path, "export")
+    assert corpus_bytes(tmp_path) == live
+    snakemake(tmp_path, "--forcerun", "corpus", "export")
+    assert corpus_bytes(tmp_path) == live
+
+
+def test_export_without_calibration_file_fails_naming_it(tmp_path) -> None:
+    missing = tmp_path / "no-such-calibration.jsonl"
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": demo_project(
+        calibration=str(missing))})  # fmt: skip
+    proc = snakemake(tmp_path, "export", check=False)
+    assert proc.returncode != 0
+    assert str(missing) in proc.stderr + proc.stdout
+    assert files_under(tmp_path / "results") == []
+
+
+def test_export_refuses_a_project_without_calibration(tmp_path) -> None:
+    project = demo_project()
+    del project["calibration"]
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": project})
+    proc = snakemake(tmp_path, "-n", "export", check=False)
+    assert proc.returncode != 0
+    assert (
+        "no calibration file" in proc.stderr + proc.stdout and "M5.2" in proc.stderr + proc.stdout
+    )
+
+
+def test_judge_labels_feed_kappa_and_export(tmp_path, fake_server) -> None:
+    server = fake_server(FAKE_DEMO)
+    write_config(
+        tmp_path, server.base_url, projects={"demo": demo_project(labels={"source": "judge"})}
+    )
+    snakemake(tmp_path, "export")
+    labels = read_lines(tmp_path / "results/demo/labels.jsonl")
+    assert len(labels) == 72 and len({(x["query_id"], x["chunk_sha"]) for x in labels}) == 72
+    assert {x["annotator"] for x in labels} == {"fake-model"}
+    assert read_lines(tmp_path / "results/demo/unjudged.jsonl") == []
+    kappa = json.loads((tmp_path / "results/demo/kappa.json").read_text())
+    assert kappa["n"] == 24 and kappa["kappa"] > 0.6
+    # 72 judge requests + 72 rollout requests, each sent once
+    assert server.stats()["requests"] == 144 and len(server.stats()["by_sha"]) == 144
+
+
+def test_unparsed_judgement_blocks_the_export_naming_the_pair(tmp_path, fake_server) -> None:
+    script = fake_demo_script()
+    # one chunk's judgement comes back in prose
+    script["replies"].insert(0, {"match": "(?s)<question> Which errors.*ImagePullBackOff",
+                                 "content": "Probably yes."})  # fmt: skip
+    server = fake_server(script)
+    write_config(
+        tmp_path, server.base_url, projects={"demo": demo_project(labels={"source": "judge"})}
+    )
+    proc = snakemake(tmp_path, "export", check=False)
+    assert proc.returncode != 0
+    unjudged = read_lines(tmp_path / "results/demo/unjudged.jsonl")
+    assert len(unjudged) >= 1 and all(x["query_id"] == "errors-and-fixes" for x in unjudged)
+    text = (tmp_path / "logs/export/demo.log").read_text()
+    assert "have no label" in text and unjudged[0]["chunk_sha"][:12] in text
+    assert not (tmp_path / "results/demo/corpus/trajectories.jsonl").exists()
