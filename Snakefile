@@ -1,6 +1,6 @@
 """grumem: GRU-Mem rollouts over agent transcripts, recorded byte for byte, exported for verl.
 
-Targets: `export` (the default: every project's corpus), `log`, `responses`.
+Target: `export` (the default): every project's corpus under results/{project}/corpus/
 """
 
 from snakemake.utils import min_version, validate
@@ -9,6 +9,11 @@ min_version("9.0")
 
 
 configfile: "config.yaml"
+
+
+# common.smk puts this interpreter's bin directory first on PATH
+envvars:
+    "PATH",
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
