@@ -460,8 +460,11 @@ def test_demo_script_answers_the_demo_prompts(fake_server):
     assert g.update_gate and not g.exit_gate
     g = parse_gate_response(content_of(post(server, gate_prompt("[User] Thanks, bye!"))[2]))
     assert not g.update_gate and g.exit_gate
-    judged = content_of(post(server, chat("Traceback ... <evidence>yes|no</evidence>"))[2])
+    judge = "<question> Which errors did the agent hit, and what fixed each one? </question>\n"
+    judged = content_of(post(server, chat(judge + "<chunk> [ToolResult] Traceback </chunk>"))[2])
     assert judged.endswith("<evidence>yes</evidence>")
+    judged = content_of(post(server, chat(judge + "<chunk> [User] hello </chunk>"))[2])
+    assert judged.endswith("<evidence>no</evidence>")
 
 
 @pytest.mark.parametrize(

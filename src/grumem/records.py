@@ -138,6 +138,10 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
             yield f
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp makes the file 0600; outputs get the permissions of any new file
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with suppress(FileNotFoundError):

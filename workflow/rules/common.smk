@@ -78,7 +78,12 @@ def shard_chunks(wildcards):
     """The chunk files of one shard (for transcripts: the `chunk` rule's directories)."""
     i = int(wildcards.shard[1:])
     size = config["shard_size"]
-    files = unit_files(wildcards.project)[i * size : (i + 1) * size]
+    return project_chunks(wildcards)[i * size : (i + 1) * size]
+
+
+def project_chunks(wildcards):
+    """Every chunk file (or the chunk rule's directories) of a project."""
+    files = unit_files(wildcards.project)
     if "chunks" in project_config(wildcards.project):
         return files
     return [f"results/{wildcards.project}/chunks/{unit_name(f)}" for f in files]

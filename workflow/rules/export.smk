@@ -3,6 +3,9 @@ rule corpus:
         log="results/{project}/log.jsonl",
         labels=labels_file,
         kappa="results/{project}/kappa.json",
+        # whole sessions: an L2 trajectory that exits before evidence it never
+        # read scores as early, not on time
+        chunks=project_chunks,
     output:
         expand("results/{{project}}/corpus/{file}", file=CORPUS_FILES),
     log:
@@ -18,7 +21,7 @@ rule corpus:
     shell:
         "grumem export --log {input.log} --labels {input.labels} --kappa {input.kappa}"
         " --min-kappa {params.min_kappa} --data-source {params.data_source}"
-        " --out-dir {params.out_dir} 2> {log}"
+        " --chunks {input.chunks} --out-dir {params.out_dir} 2> {log}"
 
 
 rule export:

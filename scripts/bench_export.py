@@ -1,0 +1,288 @@
+"""Benchmark the corpus export on a generated log (not a test).
+
+    .venv/bin/python scripts/bench_export.py [--turns 1000000] [--keep DIR]
+
+Generates (streaming) a synthetic log of N turns with realistic request and
+response bodies, labels, calibration and kappa.json in a temporary
+directory, then runs `grumem export` on it in a fresh process and prints
+turns/s and that process's peak RSS. It does the same at N/10 first: the
+export streams the log (one trajectory in memory at a time), so peak memory
+must not grow with N.
+
+The labels are held fixed (a pool of sessions and queries, with the sample
+count growing with N), so the comparison measures the stream, not the label
+dictionary, which the export holds in full by design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from grumem.chunks import chunk_sha, render_records
+from grumem.llm.request import build_body, request_sha
+from grumem.prompt import DEFAULT_TEMPLATE, fill, load_template, memory_text
+from grumem.records import dumps, sha256_text
+
+TURNS_PER_TRAJECTORY = 20
+SESSIONS = 200
+QUERIES = 5
+MODEL = "bench-model"
+WORDS = [
+    "kubectl",
+    "pods",
+    "namespace",
+    "migration",
+    "alembic",
+    "lock",
+    "postgres",
+    "deploy",
+    "service",
+    "restart",
+    "error",
+    "config",
+    "path",
+    "version",
+    "flag",
+    "cluster",
+    "node",
+    "disk",
+    "memory",
+    "token",
+    "cache",
+    "retry",
+    "timeout",
+]
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _sessions(rng: random.Random) -> list[list[list[dict]]]:
+    roles = ("user", "assistant", "tool_result")
+    return [
+        [
+            [{"role": roles[i % 3], "text": _text(rng, 40)} for i in range(3)]
+            for _ in range(TURNS_PER_TRAJECTORY)
+        ]
+        for _ in range(SESSIONS)
+    ]
+
+
+def generate(out: Path, turns: int, seed: int = 0) -> dict[str, int]:
+    """Write log.jsonl, labels.jsonl and calibration.jsonl under `out`, streaming."""
+    rng = random.Random(seed)
+    template = load_template(DEFAULT_TEMPLATE)
+    sessions = _sessions(rng)
+    texts = [[render_records(c) for c in s] for s in sessions]
+    shas = [[chunk_sha(c) for c in s] for s in sessions]
+    questions = [f"Question {q}: " + _text(rng, 12) for q in range(QUERIES)]
+    evidence = {
+        (q, sha): rng.random() < 0.2 for q in range(QUERIES) for session in shas for sha in session
+    }
+    with (
+        open(out / "labels.jsonl", "w", encoding="utf-8") as lf,
+        open(out / "calibration.jsonl", "w", encoding="utf-8") as cf,
+    ):
+        for (q, sha), ev in evidence.items():
+            lf.write(
+                dumps({"query_id": f"q{q}", "chunk_sha": sha, "evidence": ev, "annotator": "bench"})
+                + "\n"
+            )
+            cal = ev if rng.random() < 0.95 else not ev
+            cf.write(
+                dumps(
+                    {
+                        "query_id": f"q{q}",
+                        "chunk_sha": sha,
+                        "evidence": cal,
+                        "annotator": "bench-cal",
+                    }
+                )
+                + "\n"
+            )
+    written = 0
+    with open(out / "log.jsonl", "w", encoding="utf-8") as f:
+        k = 0
+        while written < turns:
+            q, s, sample = k % QUERIES, (k // QUERIES) % SESSIONS, k // (QUERIES * SESSIONS)
+            k += 1
+            tid = f"bench/q{q}/s{s}/{sample}"
+            memory = None
+            for t in range(1, min(TURNS_PER_TRAJECTORY, turns - written) + 1):
+                user = fill(
+                    template,
+                    {
+                        "prompt": questions[q],
+                        "memory": memory_text(memory),
+                        "chunk": texts[s][t - 1],
+                    },
+                )
+                body = build_body(
+                    MODEL,
+                    [{"role": "user", "content": user}],
+                    {"temperature": 0.7, "top_p": 0.95, "max_tokens": 512, "seed": sample},
+                )
+                parsed = rng.random() < 0.97
+                update, end = rng.random() < 0.3, rng.random() < 0.1
+                candidate, think = _text(rng, 30), _text(rng, 25)
+                content = _text(rng, 30)  # an answer that does not parse
+                if parsed:
+                    content = (
+                        f"<think>{think}</think>\n<check>{'yes' if update else 'no'}"
+                        f"</check>\n<update>{candidate}</update>\n"
+                        f"<next>{'end' if end else 'continue'}</next>"
+                    )
+                rbody = dumps(
+                    {
+                        "id": f"c{written}",
+                        "object": "chat.completion",
+                        "model": MODEL,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": content},
+                            }
+                        ],
+                    }
+                )
+                after = candidate if parsed and update else memory
+                f.write(
+                    dumps(
+                        {
+                            "trajectory_id": tid,
+                            "project": "bench",
+                            "query_id": f"q{q}",
+                            "session": f"s{s}",
+                            "sample": sample,
+                            "level": "L1",
+                            "model": MODEL,
+                            "t": t,
+                            "chunk_sha": shas[s][t - 1],
+                            "status": "ok",
+                            "abort": None,
+                            "asks": 1,
+                            "memory_before": memory,
+                            "memory_after": after,
+                            "request": {"body": body, "sha256": request_sha(body)},
+                            "response": {
+                                "attempt": 1,
+                                "status": 200,
+                                "body": rbody,
+                                "sha256": sha256_text(rbody),
+                                "latency_s": 0.5,
+                                "error": None,
+                            },
+                            "content": content,
+                            "finish_reason": "stop",
+                            "parsed": parsed,
+                            "update_gate": update if parsed else None,
+                            "exit_gate": end if parsed else None,
+                            "candidate": candidate if parsed else None,
+                            "think": think if parsed else None,
+                            "parse_error": None
+                            if parsed
+                            else {"tag": "think", "reason": "missing", "raw": content},
+                        }
+                    )
+                    + "\n"
+                )
+                memory = after
+                written += 1
+    return {"turns": written, "labels": len(evidence)}
+
+
+def run_export(work: Path) -> dict:
+    """The export in a fresh process, so its peak RSS is its own."""
+    code = (
+        "import json, resource, sys, time\n"
+        "from grumem.export import ExportInputs, export\n"
+        "w = sys.argv[1]\n"
+        "t0 = time.perf_counter()\n"
+        "s = export(ExportInputs(log=w + '/log.jsonl', labels=w + '/labels.jsonl',"
+        " kappa=w + '/kappa.json', out_dir=w + '/corpus'))\n"
+        "dt = time.perf_counter() - t0\n"
+        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(json.dumps({'turns': s['turns'], 'seconds': dt, 'peak_rss_kib': rss}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(work)], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"export failed (exit {out.returncode}):\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def bench(turns: int, work: Path) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    info = generate(work, turns)
+    gen_s = time.perf_counter() - t0
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grumem.cli",
+            "kappa",
+            "--labels",
+            str(work / "labels.jsonl"),
+            "--calibration",
+            str(work / "calibration.jsonl"),
+            "--out",
+            str(work / "kappa.json"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    r = run_export(work)
+    sizes = {p.name: p.stat().st_size for p in (work / "corpus").iterdir()}
+    return {
+        **r,
+        "labels": info["labels"],
+        "generate_s": gen_s,
+        "log_bytes": (work / "log.jsonl").stat().st_size,
+        "corpus_bytes": sizes,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=1_000_000)
+    ap.add_argument("--keep", help="work in this directory and keep it (default: a temp dir)")
+    args = ap.parse_args()
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="grumem-bench-"))
+    try:
+        results = []
+        for n in (max(args.turns // 10, 1), args.turns):
+            r = bench(n, base / f"n{n}")
+            if not args.keep:
+                shutil.rmtree(base / f"n{n}")
+            results.append(r)
+            print(
+                f"{r['turns']:>9} turns: {r['turns'] / r['seconds']:8.0f} turns/s"
+                f" ({r['seconds']:.1f} s), peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB"
+                f" | log {r['log_bytes'] / 2**20:.0f} MiB, labels {r['labels']},"
+                f" generated in {r['generate_s']:.1f} s",
+                flush=True,
+            )
+        small, big = results
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(
+            f"peak RSS ratio (N vs N/10): {big['peak_rss_kib'] / small['peak_rss_kib']:.2f}"
+            f"; this (generating) process: {own:.0f} MiB"
+        )
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

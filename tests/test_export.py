@@ -1,0 +1,547 @@
+"""Card 004 (M5.3), the corpus export: a1-a8 under the card's names, plus the issue's extras.
+
+The fixture is fixtures/export/ (see its README for the hand count the
+assertions below repeat).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from grumem.chunks import render_records
+from grumem.errors import GrumemError
+from grumem.export import (
+    SUMMARY,
+    TRAJECTORIES,
+    TURNS,
+    ExportInputs,
+    ExportRefused,
+    export,
+    format_summary,
+)
+from grumem.kappa import run_kappa
+from grumem.labels import MissingLabelsError
+from grumem.paths import FIXTURES_DIR
+from grumem.prompt import PromptBuilder
+from grumem.records import RecordError, dumps, read_jsonl, sha256_text, validate
+
+FIXTURE = FIXTURES_DIR / "export"
+FILES = ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl")
+T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """The fixture copied to a temporary directory, with its kappa.json."""
+    for name in FILES:
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    calibrate(tmp_path)
+    return tmp_path
+
+
+def calibrate(work: Path) -> None:
+    run_kappa(
+        str(work / "labels.jsonl"), str(work / "calibration.jsonl"), 10, str(work / "kappa.json")
+    )
+
+
+def inputs(work: Path, out: str = "corpus", **kw) -> ExportInputs:
+    return ExportInputs(
+        log=str(work / "log.jsonl"),
+        labels=str(work / "labels.jsonl"),
+        kappa=str(work / "kappa.json"),
+        out_dir=str(work / out),
+        **kw,
+    )
+
+
+def trajectories(out: Path) -> list[dict]:
+    return list(read_jsonl(out / TRAJECTORIES, "trajectory"))
+
+
+def log_lines(work: Path) -> list[dict]:
+    return list(read_jsonl(work / "log.jsonl", "log"))
+
+
+def rewrite_log(work: Path, edit) -> None:
+    lines = [edit(i, rec) for i, rec in enumerate(log_lines(work), start=1)]
+    (work / "log.jsonl").write_text(
+        "".join(dumps(r) + "\n" for r in lines if r is not None), encoding="utf-8"
+    )
+
+
+def assert_nothing_written(out: Path) -> None:
+    assert not out.exists() or list(out.iterdir()) == [], list(out.iterdir())
+
+
+# ---------------------------------------------------------------- card 004
+
+
+def test_a1_trajectory_grouping(work: Path) -> None:
+    export(inputs(work))
+    got = trajectories(work / "corpus")
+    log = log_lines(work)
+    # grouped by run, in the log's order; T6 (aborted before any answer) is not exported
+    assert [t["trajectory_id"] for t in got] == [
+        "demo/q1/s-alpha/0",
+        T2,
+        "demo/q1/s-beta/1",
+        "demo/q2/s-alpha/0",
+        "demo/q2/s-beta/0",
+    ]
+    for traj in got:
+        ts = [turn["t"] for turn in traj["turns"]]
+        assert ts == list(range(1, len(ts) + 1))  # t ascending, no gap
+    # none lost: every ok line of the log is exactly one exported turn
+    ok = [(r["trajectory_id"], r["t"], r["chunk_sha"]) for r in log if r["status"] == "ok"]
+    exported = [(tr["trajectory_id"], t["t"], t["chunk_sha"]) for tr in got for t in tr["turns"]]
+    assert exported == ok
+    # the aborted line is not a turn; its trajectory says how it ended
+    t5 = got[4]
+    assert [t["t"] for t in t5["turns"]] == [1, 2]
+    assert t5["aborted"] == {"t": 3, "reason": "budget", "component": "memory"}
+    assert all(t["aborted"] is None for t in got[:4])
+
+
+def test_a2_r_update_signs(work: Path) -> None:
+    export(inputs(work))
+    labels = {
+        (r["query_id"], r["chunk_sha"]): r["evidence"]
+        for r in read_jsonl(work / "labels.jsonl", "label")
+    }
+    n = 0
+    for traj in trajectories(work / "corpus"):
+        for turn in traj["turns"]:
+            label = labels[traj["query_id"], turn["chunk_sha"]]  # joined by sha, not t
+            assert turn["label"] == label
+            expected = 1 if turn["update_gate"] is not None and turn["update_gate"] == label else -1
+            assert turn["r_update"] == expected, (traj["trajectory_id"], turn["t"])
+            n += 1
+    assert n == 24
+    # the README's per-turn signs, by hand
+    signs = {
+        t["trajectory_id"]: [x["r_update"] for x in t["turns"]]
+        for t in trajectories(work / "corpus")
+    }
+    assert signs == {
+        "demo/q1/s-alpha/0": [1, 1, -1, 1],
+        T2: [1, 1, -1, -1, 1, 1, 1],
+        "demo/q1/s-beta/1": [1, 1, 1, 1, -1, 1, 1],
+        "demo/q2/s-alpha/0": [1, 1, -1, 1],
+        "demo/q2/s-beta/0": [1, 1],
+    }
+
+
+def test_a3_r_format_strict(work: Path) -> None:
+    export(inputs(work))
+    by_id = {t["trajectory_id"]: t for t in trajectories(work / "corpus")}
+    t2 = by_id[T2]
+    unparsed = [t for t in t2["turns"] if not t["parsed"]]
+    assert [t["t"] for t in unparsed] == [3]
+    assert unparsed[0]["update_gate"] is None and unparsed[0]["exit_gate"] is None
+    # one value for the whole trajectory, not per turn: no turn carries its own r_format
+    assert t2["r_format"] == 0
+    assert all("r_format" not in turn for turn in t2["turns"])
+    assert {tid: t["r_format"] for tid, t in by_id.items() if tid != T2} == dict.fromkeys(
+        set(by_id) - {T2}, 1
+    )
+    # every parquet row of T2 carries the trajectory's 0, parsed turns included
+    rows = pq.read_table(work / "corpus" / TURNS).column("extra_info").to_pylist()
+    t2_rows = [r for r in rows if r["trajectory_id"] == T2]
+    assert len(t2_rows) == 7 and {r["r_format"] for r in t2_rows} == {0}
+    assert sum(r["parsed"] for r in t2_rows) == 6
+
+
+def test_a4_r_exit_from_record(work: Path) -> None:
+    export(inputs(work))
+    by_id = {t["trajectory_id"]: t for t in trajectories(work / "corpus")}
+    t2 = by_id[T2]
+    # the gate said end at t=5, the L1 loop went on to t=7 (and said end again there)
+    assert t2["level"] == "L1"
+    assert [t["t"] for t in t2["turns"] if t["exit_gate"]] == [5, 7]
+    assert len(t2["turns"]) == 7
+    assert t2["t_exit"] == 5 and t2["t_last_evidence"] == 5
+    assert t2["r_exit"] == 0  # loop behaviour (stopped at 7) would score −0.5
+    assert (by_id["demo/q1/s-beta/1"]["t_exit"], by_id["demo/q1/s-beta/1"]["r_exit"]) == (2, -0.75)
+    assert (by_id["demo/q1/s-alpha/0"]["t_exit"], by_id["demo/q1/s-alpha/0"]["r_exit"]) == (4, -0.5)
+    # no exit gate at all: the last turn
+    assert (by_id["demo/q2/s-beta/0"]["t_exit"], by_id["demo/q2/s-beta/0"]["r_exit"]) == (2, -0.5)
+    t4 = by_id["demo/q2/s-alpha/0"]
+    assert (t4["t_exit"], t4["t_last_evidence"], t4["r_exit"]) == (4, None, None)
+
+
+def test_a5_prompt_is_recorded_bytes(work: Path) -> None:
+    export(inputs(work))
+    log = {(r["trajectory_id"], r["t"]): r for r in log_lines(work)}
+    chunks = {}
+    for rec in read_jsonl(work / "chunks.jsonl", "chunk"):
+        chunks[rec["session"], rec["index"] + 1] = render_records(rec["records"])
+    builder = PromptBuilder.from_file()
+    questions = {
+        "q1": "Which namespace do the metrics pods run in?",
+        "q2": "Which database migration failed, and why?",
+    }
+    for traj in trajectories(work / "corpus"):
+        for turn in traj["turns"]:
+            rec = log[traj["trajectory_id"], turn["t"]]
+            body = rec["request"]["body"]
+            assert turn["prompt"] == json.loads(body)["messages"]
+            # byte for byte: the exported messages serialise to the bytes inside the body
+            assert f'"messages":{dumps(turn["prompt"])},' in body
+            assert turn["request_sha256"] == sha256_text(body) == rec["request"]["sha256"]
+            assert turn["response"] == rec["content"]
+            # and not what the current template would assemble (the fixture was
+            # recorded with an older one): re-assembly would be caught here
+            rebuilt = builder.build(
+                questions[traj["query_id"]],
+                chunks[traj["session"], turn["t"]],
+                rec["memory_before"],
+            ).messages()
+            assert rebuilt != turn["prompt"]
+    rows = pq.read_table(work / "corpus" / TURNS).to_pylist()
+    for row in rows:
+        e = row["extra_info"]
+        assert (
+            row["prompt"]
+            == json.loads(log[e["trajectory_id"], e["t"]]["request"]["body"])["messages"]
+        )
+
+
+def test_a5_corrupt_recording_fails(work: Path) -> None:
+    def corrupt(i, rec):
+        if i == 9:  # T2 t=5: one character of the body changes, its sha256 does not
+            rec["request"]["body"] = rec["request"]["body"].replace("metrics", "metricz", 1)
+        return rec
+
+    rewrite_log(work, corrupt)
+    with pytest.raises(RecordError) as e:
+        export(inputs(work))
+    assert e.value.path.endswith("log.jsonl") and e.value.line == 9
+    assert e.value.field == "request.sha256"
+    assert "re-assemble" in str(e.value)
+    assert_nothing_written(work / "corpus")
+
+
+def test_a6_r_outcome_null(work: Path) -> None:
+    export(inputs(work))
+    lines = (work / "corpus" / TRAJECTORIES).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 5
+    for line in lines:
+        assert '"r_outcome":null' in line  # present, null: not omitted, not 0
+        assert json.loads(line)["r_outcome"] is None
+    extra = pq.read_table(work / "corpus" / TURNS).column("extra_info").combine_chunks()
+    r_outcome = extra.field("r_outcome")
+    assert r_outcome.null_count == len(r_outcome) == 24
+
+
+def test_a7_refuses_without_calibration(work: Path) -> None:
+    (work / "kappa.json").unlink()
+    out = work / "corpus"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grumem.cli",
+            "export",
+            "--log",
+            str(work / "log.jsonl"),
+            "--labels",
+            str(work / "labels.jsonl"),
+            "--kappa",
+            str(work / "kappa.json"),
+            "--min-kappa",
+            "0.6",
+            "--data-source",
+            "demo",
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "M5.2" in proc.stderr and str(work / "kappa.json") in proc.stderr
+    assert "calibration" in proc.stderr
+    assert not out.exists()
+
+
+def test_a8_summary_counts(work: Path) -> None:
+    summary = export(inputs(work))
+    on_disk = json.loads((work / "corpus" / SUMMARY).read_text(encoding="utf-8"))
+    assert on_disk == summary
+    validate(summary, "summary")
+    hand = {k: v for k, v in summary.items() if k != "inputs"}
+    assert hand == {
+        "trajectories": 5,
+        "trajectories_in_log": 6,
+        "levels": {"L1": 5, "L2": 0},
+        "turns": 24,
+        "r_update": {"positive": 19, "negative": 5},
+        "r_format": {"pass": 4, "fail": 1, "pass_rate": 0.8},
+        "r_exit": {"on_time": 1, "early": 1, "late": 2, "no_evidence": 1},
+        "t_last_evidence": {"1": 1, "2": 1, "5": 2},
+        "no_evidence": 1,
+        "aborted": {
+            "trajectories": 2,
+            "by_reason": {"budget": 1, "request_failed": 1},
+            "without_turns": 1,
+        },
+        "parsed": {"turns": 23, "unparsed": 1, "rate": 23 / 24},
+    }
+    assert summary["inputs"]["kappa"] == pytest.approx(40 / 53)
+    assert summary["inputs"]["t_last_evidence_over"] == "recorded turns"
+
+
+# ---------------------------------------------------------------- the issue's extras
+
+
+def test_cli_prints_summary(work: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grumem.cli",
+            "export",
+            "--log",
+            str(work / "log.jsonl"),
+            "--labels",
+            str(work / "labels.jsonl"),
+            "--kappa",
+            str(work / "kappa.json"),
+            "--min-kappa",
+            "0.6",
+            "--data-source",
+            "demo",
+            "--out-dir",
+            str(work / "corpus"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "5 trajectories (6 in the log), 24 turns" in proc.stdout
+    assert "r_update: +1 19, -1 5" in proc.stdout
+    assert "pass rate 80.0%" in proc.stdout
+    assert "t_last_evidence: t=1: 1, t=2: 1, t=5: 2" in proc.stdout
+    assert "aborted trajectories: 2 (budget 1, request_failed 1" in proc.stdout
+    assert pq.read_table(work / "corpus" / TURNS).column("data_source").to_pylist() == ["demo"] * 24
+
+
+def test_missing_label_fails_naming_count(work: Path) -> None:
+    # drop the label of q1/s-beta t=5: a chunk visited by two trajectories (T2, T3)
+    log = log_lines(work)
+    sha = next(r["chunk_sha"] for r in log if r["trajectory_id"] == T2 and r["t"] == 5)
+    lines = (work / "labels.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [x for x in lines if not (sha in x and '"q1"' in x)]
+    assert len(kept) == len(lines) - 1
+    (work / "labels.jsonl").write_text("".join(kept), encoding="utf-8")
+    calibrate(work)
+    with pytest.raises(MissingLabelsError) as e:
+        export(inputs(work))
+    assert e.value.count == 2
+    msg = str(e.value)
+    assert msg.startswith("2 turn(s) have no label in")
+    assert f"{T2} t=5" in msg and "demo/q1/s-beta/1 t=5" in msg and sha[:12] in msg
+    assert_nothing_written(work / "corpus")
+
+
+def test_rechunked_session_fails_not_joined_by_t(work: Path) -> None:
+    # labels made for other chunks: same t, other shas. A join by t would pass silently
+    lines = []
+    for rec in read_jsonl(work / "labels.jsonl", "label"):
+        rec["chunk_sha"] = sha256_text("re-chunked " + rec["chunk_sha"])
+        lines.append(dumps(rec) + "\n")
+    (work / "labels.jsonl").write_text("".join(lines), encoding="utf-8")
+    shutil.copy(work / "labels.jsonl", work / "calibration.jsonl")
+    calibrate(work)
+    with pytest.raises(MissingLabelsError) as e:
+        export(inputs(work))
+    assert e.value.count == 24
+    assert "(first 5 shown)" in str(e.value)
+
+
+def test_kappa_below_threshold_refuses(work: Path) -> None:
+    why = r"kappa 0\.7547 over 26 pairs .* below export.min_kappa 0\.8"
+    with pytest.raises(ExportRefused, match=why):
+        export(inputs(work, min_kappa=0.8))
+    assert_nothing_written(work / "corpus")
+
+
+def test_stale_kappa_refuses(work: Path) -> None:
+    with open(work / "labels.jsonl", "a", encoding="utf-8") as f:
+        f.write(
+            dumps(
+                {
+                    "query_id": "q3",
+                    "chunk_sha": "0" * 64,
+                    "evidence": True,
+                    "annotator": "late-edit",
+                }
+            )
+            + "\n"
+        )
+    with pytest.raises(ExportRefused, match="stale calibration"):
+        export(inputs(work))
+    assert_nothing_written(work / "corpus")
+    calibrate(work)  # rerunning kappa on the current labels lifts the refusal
+    export(inputs(work))
+
+
+def test_refusal_leaves_previous_dir_untouched(work: Path) -> None:
+    export(inputs(work))
+    before = {p.name: p.read_bytes() for p in (work / "corpus").iterdir()}
+    (work / "kappa.json").unlink()
+    with pytest.raises(ExportRefused, match="M5.2"):
+        export(inputs(work))
+    assert {p.name: p.read_bytes() for p in (work / "corpus").iterdir()} == before
+
+
+def test_deterministic_bytes(work: Path) -> None:
+    export(inputs(work, out="a"))
+    export(inputs(work, out="b"))
+    export(inputs(work, out="b"))  # over an existing corpus, too
+    for name in (TRAJECTORIES, TURNS, SUMMARY):
+        a, b = (work / "a" / name).read_bytes(), (work / "b" / name).read_bytes()
+        assert a == b, name
+    assert sorted(p.name for p in (work / "b").iterdir()) == sorted([TRAJECTORIES, TURNS, SUMMARY])
+
+
+def test_parquet_has_verl_columns(work: Path) -> None:
+    export(inputs(work, data_source="demo"))
+    table = pq.read_table(work / "corpus" / TURNS)
+    assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    schema = table.schema
+    assert schema.field("data_source").type == pa.string()
+    assert schema.field("ability").type == pa.string()
+    assert schema.field("prompt").type == pa.list_(
+        pa.struct([("role", pa.string()), ("content", pa.string())])
+    )
+    assert schema.field("reward_model").type == pa.struct(
+        [("style", pa.string()), ("ground_truth", pa.string())]
+    )
+    extra = {f.name for f in schema.field("extra_info").type}
+    assert {
+        "index",
+        "split",
+        "trajectory_id",
+        "t",
+        "response",
+        "r_update",
+        "r_exit",
+        "r_format",
+        "r_outcome",
+        "chunk_sha",
+        "parsed",
+        "update_gate",
+        "exit_gate",
+    } <= extra
+    rows = table.to_pylist()
+    turns = [(tr, t) for tr in trajectories(work / "corpus") for t in tr["turns"]]
+    assert len(rows) == len(turns) == 24
+    for i, (row, (traj, turn)) in enumerate(zip(rows, turns, strict=True)):
+        e = row["extra_info"]
+        assert row["data_source"] == "demo" and row["ability"] == "memory_gating"
+        assert row["reward_model"] == {
+            "style": "rule",
+            "ground_truth": "yes" if turn["label"] else "no",
+        }
+        assert row["prompt"] == turn["prompt"]
+        assert (e["index"], e["trajectory_id"], e["t"]) == (i, traj["trajectory_id"], turn["t"])
+        assert (e["response"], e["r_update"], e["parsed"]) == (
+            turn["response"],
+            turn["r_update"],
+            turn["parsed"],
+        )
+        assert (e["r_exit"], e["r_format"], e["r_outcome"]) == (
+            traj["r_exit"],
+            traj["r_format"],
+            None,
+        )
+
+
+def test_chunk_files_give_whole_session_evidence(work: Path) -> None:
+    # An L2 run stops at its first exit: T3 exits at t=2 and never visits t=5,
+    # the last evidence. Only the chunk files can tell that the exit was early.
+    def l2_stop(i, rec):
+        if rec["trajectory_id"] != "demo/q1/s-beta/1":
+            return rec
+        return {**rec, "level": "L2"} if rec["t"] <= 2 else None
+
+    rewrite_log(work, l2_stop)
+    export(inputs(work, out="turns-only"))
+    t3 = next(
+        t for t in trajectories(work / "turns-only") if t["trajectory_id"] == "demo/q1/s-beta/1"
+    )
+    assert (t3["t_exit"], t3["t_last_evidence"], t3["r_exit"]) == (2, 2, 0)  # blind to t=5
+    summary = json.loads((work / "turns-only" / SUMMARY).read_text(encoding="utf-8"))
+    assert summary["levels"] == {"L1": 4, "L2": 1}
+    assert "pass --chunks" in format_summary(summary)
+    summary = export(inputs(work, out="sessions", chunks=(str(work / "chunks.jsonl"),)))
+    t3 = next(
+        t for t in trajectories(work / "sessions") if t["trajectory_id"] == "demo/q1/s-beta/1"
+    )
+    assert (t3["t_exit"], t3["t_last_evidence"], t3["r_exit"]) == (2, 5, -0.75)
+    assert summary["inputs"]["t_last_evidence_over"] == "session chunks"
+
+
+def test_chunk_files_must_match_the_log(work: Path) -> None:
+    lines = (work / "chunks.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    rec = json.loads(lines[1])  # s-alpha t=2, re-chunked since the run
+    rec["records"][0]["text"] += " (edited)"
+    lines[1] = dumps(rec) + "\n"
+    (work / "chunks.jsonl").write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(RecordError, match="re-chunked"):
+        export(inputs(work, chunks=(str(work / "chunks.jsonl"),)))
+    assert_nothing_written(work / "corpus")
+
+
+@pytest.mark.parametrize(
+    "edit, field, why",
+    [
+        (lambda i, r: None if i == 3 else r, "t", "expects t=3 here, found 4"),
+        (
+            lambda i, r: {**r, "trajectory_id": "demo/q1/s-alpha/0"} if i == 20 else r,
+            "trajectory_id",
+            "appears again",
+        ),
+        (lambda i, r: {**r, "sample": 9} if i == 2 else r, "sample", "differs"),
+        (lambda i, r: {**r, "update_gate": None} if i == 1 else r, "update_gate", "gate is null"),
+        (lambda i, r: {**r, "update_gate": True} if i == 7 else r, "update_gate", "defaulted"),
+        (lambda i, r: {**r, "t": 0} if i == 1 else r, "t", "minimum"),
+    ],
+)
+def test_bad_log_fails_naming_line(work: Path, edit, field, why) -> None:
+    rewrite_log(work, edit)
+    with pytest.raises(RecordError) as e:
+        export(inputs(work))
+    assert e.value.field == field and why in e.value.why, str(e.value)
+    assert e.value.line is not None
+    assert_nothing_written(work / "corpus")
+
+
+def test_log_after_abort_fails(work: Path) -> None:
+    log = log_lines(work)
+    abort = next(r for r in log if r["trajectory_id"] == "demo/q2/s-beta/0" and r["t"] == 3)
+    extra = {**log[log.index(abort) - 1], "t": 4}
+    (work / "log.jsonl").write_text(
+        "".join(dumps(r) + "\n" for r in [*log[:25], extra, log[25]]), encoding="utf-8"
+    )
+    with pytest.raises(RecordError, match="continues after its abort"):
+        export(inputs(work))
+
+
+def test_no_trainable_turns_is_an_error(work: Path) -> None:
+    rewrite_log(work, lambda i, r: r if r["trajectory_id"] == "demo/q1/s-gamma/0" else None)
+    with pytest.raises(GrumemError, match="no trainable turns"):
+        export(inputs(work))
+    assert_nothing_written(work / "corpus")

@@ -1,0 +1,141 @@
+"""κ calibration (M5.2): Cohen's κ against a textbook value and an independent implementation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from grumem.kappa import Confusion, KappaError, cohen_kappa, kappa_between, run_kappa
+from grumem.labels import Labels
+from grumem.paths import FIXTURES_DIR
+from grumem.records import dumps, sha256_file, validate
+
+FIXTURE = FIXTURES_DIR / "export"
+
+
+def kappa_2x2(a: int, b: int, c: int, d: int) -> float:
+    """Independent: the closed form for two categories, 2(ad − bc) / ((a+b)(b+d) + (a+c)(c+d))."""
+    return 2 * (a * d - b * c) / ((a + b) * (b + d) + (a + c) * (c + d))
+
+
+def kappa_lists(x: list[bool], y: list[bool]) -> float:
+    """Independent: from the two raters' decision lists, in floats, per category."""
+    n = len(x)
+    po = sum(1 for i in range(n) if x[i] == y[i]) / n
+    pe = sum((x.count(c) / n) * (y.count(c) / n) for c in (True, False))
+    return (po - pe) / (1 - pe)
+
+
+def test_textbook_example() -> None:
+    # Wikipedia, "Cohen's kappa": 50 proposals, both yes 20, A yes B no 5,
+    # A no B yes 10, both no 15 → p_o 0.7, p_e 0.5, κ 0.4
+    k = cohen_kappa(Confusion(yes_yes=20, yes_no=5, no_yes=10, no_no=15))
+    assert (k.n, k.observed_agreement, k.expected_agreement) == (50, 0.7, 0.5)
+    assert k.kappa == pytest.approx(0.4, abs=1e-12)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=300))
+def test_matches_independent_implementations(pairs) -> None:
+    c = Confusion.count(pairs)
+    a, b, cc, d = c.yes_yes, c.yes_no, c.no_yes, c.no_no
+    assume((a + b) * (b + d) + (a + cc) * (cc + d) != 0)  # expected agreement 1
+    k = cohen_kappa(c)
+    assert k.kappa == pytest.approx(kappa_2x2(a, b, cc, d), abs=1e-12)
+    assert k.kappa == pytest.approx(
+        kappa_lists([p[0] for p in pairs], [p[1] for p in pairs]), abs=1e-9
+    )
+    assert -1 <= k.kappa <= 1
+
+
+@pytest.mark.parametrize("table", [Confusion(yes_yes=30), Confusion(no_no=30)])
+def test_expected_agreement_one_is_an_error(table) -> None:
+    with pytest.raises(KappaError, match="expected agreement is 1"):
+        cohen_kappa(table, min_n=20)
+
+
+def test_too_few_pairs_is_an_error() -> None:
+    with pytest.raises(KappaError, match="only 19 pair"):
+        cohen_kappa(Confusion(yes_yes=9, no_no=10), min_n=20)
+    with pytest.raises(KappaError, match="only 0 pair"):
+        cohen_kappa(Confusion(), min_n=0)
+
+
+def test_perfect_and_chance_agreement_are_values() -> None:
+    assert cohen_kappa(Confusion(yes_yes=5, no_no=5)).kappa == 1
+    assert cohen_kappa(Confusion(yes_yes=5, yes_no=5, no_yes=5, no_no=5)).kappa == 0
+
+
+def test_overlap_only() -> None:
+    sha = [f"{i:064x}" for i in range(6)]
+    labels = Labels("l", {("q", sha[i]): i % 2 == 0 for i in range(4)})
+    calib = Labels("c", {("q", sha[i]): i in (0, 3) for i in range(2, 6)})
+    k = kappa_between(labels, calib, 1)
+    # overlap: sha2 (yes, no), sha3 (no, yes)
+    assert k.n == 2 and k.confusion == Confusion(yes_no=1, no_yes=1)
+
+
+def test_fixture_kappa_file(tmp_path: Path) -> None:
+    out = tmp_path / "kappa.json"
+    labels, calib = str(FIXTURE / "labels.jsonl"), str(FIXTURE / "calibration.jsonl")
+    record = run_kappa(labels, calib, 20, str(out))
+    on_disk = json.loads(out.read_text(encoding="utf-8"))
+    assert on_disk == record
+    validate(on_disk, "kappa")
+    assert on_disk["confusion"] == {"yes_yes": 4, "yes_no": 0, "no_yes": 2, "no_no": 20}
+    assert on_disk["n"] == 26
+    assert on_disk["kappa"] == pytest.approx(kappa_2x2(4, 0, 2, 20)) == pytest.approx(40 / 53)
+    assert on_disk["labels_sha256"] == sha256_file(labels)
+    assert on_disk["calibration_sha256"] == sha256_file(calib)
+    assert (on_disk["labels_path"], on_disk["calibration_path"]) == (labels, calib)
+    first = out.read_bytes()
+    run_kappa(labels, calib, 20, str(out))
+    assert out.read_bytes() == first  # no timestamps
+
+
+def test_cli(tmp_path: Path) -> None:
+    out = tmp_path / "kappa.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "grumem.cli",
+        "kappa",
+        "--labels",
+        str(FIXTURE / "labels.jsonl"),
+        "--calibration",
+        str(FIXTURE / "calibration.jsonl"),
+        "--min-calibration",
+        "20",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "kappa: 0.7547 over 26 pairs" in proc.stdout
+    assert out.exists()
+    out.unlink()
+    cmd[cmd.index("--min-calibration") + 1] = "27"
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "only 26 pair(s)" in proc.stderr and "min_calibration" in proc.stderr
+    assert not out.exists()
+
+
+def test_degenerate_file_writes_nothing(tmp_path: Path) -> None:
+    lines = [
+        dumps({"query_id": "q", "chunk_sha": f"{i:064x}", "evidence": False, "annotator": a}) + "\n"
+        for i in range(25)
+        for a in ("x",)
+    ]
+    (tmp_path / "l.jsonl").write_text("".join(lines), encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(KappaError, match="expected agreement is 1"):
+        run_kappa(
+            str(tmp_path / "l.jsonl"), str(tmp_path / "c.jsonl"), 20, str(tmp_path / "kappa.json")
+        )
+    assert not (tmp_path / "kappa.json").exists()
