@@ -36,8 +36,16 @@ import pyarrow.parquet as pq
 
 from grumem.errors import GrumemError
 from grumem.kappa import read_kappa
-from grumem.labels import Labels, MissingLabelsError, fast_validator, iter_records, load_labels
-from grumem.records import RecordError, dumps, sha256_file, sha256_text, validate
+from grumem.labels import Labels, MissingLabelsError, load_labels
+from grumem.records import (
+    RecordError,
+    dumps,
+    fast_validator,
+    read_jsonl_fast,
+    sha256_file,
+    sha256_text,
+    validate,
+)
 from grumem.rewards import R_EXIT_EARLY, R_EXIT_LATE, R_EXIT_ON_TIME, TurnGates, score_trajectory
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -108,7 +116,7 @@ class LogReader:
     sha256: Any = field(default_factory=hashlib.sha256)
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        for lineno, raw, record in iter_records(self.path, "log"):
+        for lineno, raw, record in read_jsonl_fast(self.path, "log"):
             self.sha256.update(raw)
             yield lineno, record
 

@@ -7,17 +7,12 @@ would silently pair every turn with another chunk's label.
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-import fastjsonschema
 
 from grumem.errors import GrumemError
-from grumem.records import RecordError, schema, validate
+from grumem.records import RecordError, read_jsonl_fast
 
 Pair = tuple[str, str]  # (query_id, chunk_sha)
 
@@ -59,48 +54,6 @@ class MissingLabelsError(GrumemError):
         )
 
 
-@functools.cache
-def fast_validator(schema_name: str) -> Callable[[Any], Any]:
-    """workflow/schemas/<name> compiled to Python by fastjsonschema.
-
-    jsonschema takes about 1 ms a record (a million-turn log: 17 minutes of
-    validation alone); the compiled check takes 20-150 µs. A record it rejects
-    is re-checked by jsonschema, the reference, whose error names the field.
-    """
-    return fastjsonschema.compile(schema(schema_name))
-
-
-def iter_records(path: str, schema_name: str) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
-    """(line number, raw bytes, validated record) of a JSON Lines file, streaming.
-
-    Like grumem.records.read_jsonl, with the compiled validator and the raw
-    line (the export hashes the log as it reads it).
-    """
-    check = fast_validator(schema_name)
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise RecordError(
-                    path, lineno, None, f"not UTF-8 ({e.reason} at byte {e.start})"
-                ) from None
-            if not text.strip():
-                raise RecordError(path, lineno, None, "blank line")
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise RecordError(
-                    path, lineno, None, f"bad JSON: {e.msg} at column {e.colno}"
-                ) from None
-            try:
-                check(record)
-            except fastjsonschema.JsonSchemaValueException as e:
-                validate(record, schema_name, path, lineno)  # names the field, if it agrees
-                raise RecordError(path, lineno, ".".join(e.path[1:]) or None, e.message) from None
-            yield lineno, raw, record
-
-
 def load_labels(path: str | os.PathLike[str]) -> Labels:
     """Read a label file, validated by workflow/schemas/label.schema.yaml.
 
@@ -112,7 +65,7 @@ def load_labels(path: str | os.PathLike[str]) -> Labels:
     path = str(path)
     evidence: dict[Pair, bool] = {}
     first_line: dict[Pair, int] = {}
-    for line, _, rec in iter_records(path, "label"):
+    for line, _, rec in read_jsonl_fast(path, "label"):
         pair = (rec["query_id"], rec["chunk_sha"])
         if pair in evidence:
             kind = "conflicting" if evidence[pair] != rec["evidence"] else "duplicate"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from grumem import records
 from grumem.records import RecordError, dumps
 
 ROLES = ("user", "assistant", "tool_result", "system")
@@ -107,29 +109,13 @@ def load_json_document(path: str | os.PathLike[str]) -> Any:
         raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
 
 
-def iter_json_lines(path: str | os.PathLike[str]):
-    """(line number, parsed object) for a JSON Lines file; bad lines name file and line."""
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise RecordError(
-                    path, lineno, None, f"not UTF-8 ({e.reason} at byte {e.start})"
-                ) from None
-            if not text.strip():
-                raise RecordError(path, lineno, None, "blank line")
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise RecordError(
-                    path, lineno, None, f"bad JSON: {e.msg} at column {e.colno}"
-                ) from None
-            if not isinstance(obj, dict):
-                raise RecordError(
-                    path, lineno, None, f"expected a JSON object, found {type(obj).__name__}"
-                )
-            yield lineno, obj
+def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for a JSON Lines file; bad lines name file and line."""
+    for lineno, _, obj in records.iter_json_lines(path):
+        if not isinstance(obj, dict):
+            why = f"expected a JSON object, found {type(obj).__name__}"
+            raise RecordError(path, lineno, None, why)
+        yield lineno, obj
 
 
 class Head:
