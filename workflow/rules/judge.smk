@@ -6,16 +6,16 @@ rule judge:
     output:
         labels="results/{project}/judge/{shard}.jsonl",
         unparsed="results/{project}/judge/{shard}.unparsed.jsonl",
-    params:
-        settings=judge_settings,
-    resources:
-        llm_slots=config["llm"]["concurrency"],
     log:
         "logs/judge/{project}/{shard}.log",
     benchmark:
         "benchmarks/judge/{project}/{shard}.tsv"
     conda:
         "../../environment.yml"
+    resources:
+        llm_slots=config["llm"]["concurrency"],
+    params:
+        settings=judge_settings,
     shell:
         "grumem judge --settings {params.settings:q} --project {wildcards.project}"
         " --queries {input.queries} --template {input.template} --out {output.labels}"
