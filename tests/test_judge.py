@@ -235,7 +235,9 @@ def test_every_pair_is_labelled_and_judged_once(judged):
     assert 0 < judged["stats"]["yes"] < 72
     assert (judged["work"] / "unjudged.jsonl").read_bytes() == b""
     log = (judged["work"] / "judge.log").read_text()
-    assert "judge: pairs 72/72 (100%), parse rate 1.00, in flight 0, unlabelled 0" in log
+    assert (
+        "judge: pairs 72/72 (100%), parse rate 1.00, in flight 0, cache hits 0, unlabelled 0" in log
+    )
 
 
 def test_replay_reproduces_labels_byte_for_byte(judged, tmp_path):

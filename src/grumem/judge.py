@@ -24,10 +24,9 @@ import asyncio
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,6 +39,7 @@ from grumem.judge_parser import parse_judge_response
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.request import build_body, sampling_params
 from grumem.paths import TEMPLATES_DIR
+from grumem.progress import Progress
 from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill
 from grumem.records import RecordError, read_jsonl, write_jsonl
 from grumem.tokens import count_tokens
@@ -207,36 +207,6 @@ def iter_pairs(
 # ------------------------------------------------------------------ judging
 
 
-@dataclass
-class Progress:
-    """Pairs done / total, parse rate and requests in flight, for the log and a terminal."""
-
-    total: int
-    label: str
-    streams: Sequence[IO[str]] = ()
-    done: int = 0
-    labelled: int = 0
-    answered: int = 0
-    unlabelled: int = 0
-    in_flight: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def line(self) -> str:
-        rate = f"{self.labelled / self.answered:.2f}" if self.answered else "-"
-        pct = 100 * self.done / self.total if self.total else 100.0
-        return (
-            f"{self.label}: pairs {self.done}/{self.total} ({pct:.0f}%), parse rate {rate}, "
-            f"in flight {self.in_flight}, unlabelled {self.unlabelled}, "
-            f"{time.monotonic() - self.started:.1f}s"
-        )
-
-    def emit(self) -> None:
-        text = self.line()
-        for s in self.streams:
-            s.write(text + "\n")
-            s.flush()
-
-
 def _unjudged(
     pair: Pair,
     reason: str,
@@ -269,15 +239,11 @@ async def judge_pair(
     except BudgetError as e:
         return "unjudged", _unjudged(pair, "budget", None, detail=str(e))
     body = build_body(s.model, [{"role": "user", "content": user}], s.sampling, s.grammar)
-    progress.in_flight += 1
-    try:
-        ex = await client.complete(body, label=f"judge {pair.query_id} {pair.chunk_sha[:12]}")
-    finally:
-        progress.in_flight -= 1
+    ex = await client.complete(body, label=f"judge {pair.query_id} {pair.chunk_sha[:12]}")
     sha = ex.request["sha256"]
     if not ex.ok:
         return "unjudged", _unjudged(pair, "request_failed", sha, detail=ex.failure())
-    progress.answered += 1
+    progress.answers += 1
     try:
         content, finish = response_content(ex.response["body"])
     except (ValueError, KeyError, IndexError, TypeError) as e:
@@ -332,16 +298,12 @@ async def judge_all(
         while (pair := await queue.get()) is not None:
             kind, record = await judge_pair(client, pair, s, template, progress)
             (labels if kind == "label" else unjudged).append(record)
-            progress.labelled += kind == "label"
-            progress.unlabelled += kind != "label"
+            progress.parsed += kind == "label"
+            progress.dropped += kind != "label"
             progress.done += 1
 
-    async def report() -> None:
-        while True:
-            await asyncio.sleep(report_every)
-            progress.emit()
-
-    reporter = asyncio.create_task(report())
+    progress.counters = client.counters
+    reporter = asyncio.create_task(progress.report_every(report_every))
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(produce())
@@ -378,7 +340,7 @@ def run(
         streams: list[IO[str]] = [sys.stderr]
         if log_path:
             streams.append(stack.enter_context(open(log_path, "a", encoding="utf-8")))
-        progress = Progress(n_chunks * len(queries), label, streams)
+        progress = Progress(n_chunks * len(queries), label, streams, "pairs", "unlabelled")
         base_url = s.base_url
         if base_url is None and s.mode == "live":
             from grumem.llm.local_server import LocalServer

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
-from collections.abc import Sequence
 from contextlib import AsyncExitStack, ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import groupby
 from typing import IO, Any
 
@@ -23,39 +21,10 @@ from grumem.errors import GrumemError
 from grumem.gates import interpret, memory_after
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.request import build_body, sampling_params
+from grumem.progress import Progress
 from grumem.prompt import Budget, BudgetError, check_budget, memory_text
 from grumem.records import read_jsonl, write_jsonl
 from grumem.tokens import count_tokens
-
-
-@dataclass
-class Progress:
-    """Turns done / total, parse rate and requests in flight, for the log and a terminal."""
-
-    total: int
-    label: str
-    streams: Sequence[IO[str]] = ()
-    done: int = 0
-    parsed: int = 0
-    asks: int = 0
-    in_flight: int = 0
-    aborted: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def line(self) -> str:
-        rate = f"{self.parsed / self.asks:.2f}" if self.asks else "-"
-        pct = 100 * self.done / self.total if self.total else 100.0
-        return (
-            f"{self.label}: turns {self.done}/{self.total} ({pct:.0f}%), parse rate {rate}, "
-            f"in flight {self.in_flight}, aborted {self.aborted}, "
-            f"{time.monotonic() - self.started:.1f}s"
-        )
-
-    def emit(self) -> None:
-        text = self.line()
-        for s in self.streams:
-            s.write(text + "\n")
-            s.flush()
 
 
 @dataclass(frozen=True)
@@ -108,7 +77,7 @@ async def run_trajectory(
                     "detail": str(e),
                 }
             )
-            progress.aborted += 1
+            progress.dropped += 1
             break
         messages = [] if turn["system"] is None else [{"role": "system", "content": turn["system"]}]
         messages.append({"role": "user", "content": user})
@@ -117,13 +86,9 @@ async def run_trajectory(
             # with the same failure: advance the seed past every sample's
             seed = ask * s.samples + turn["sample"]
             body = build_body(s.model, messages, sampling_params(s.llm, seed), s.grammar)
-            progress.in_flight += 1
-            try:
-                ex = await client.complete(
-                    body, label=f"{turn['trajectory_id']} t={turn['t']} ask={ask}"
-                )
-            finally:
-                progress.in_flight -= 1
+            ex = await client.complete(
+                body, label=f"{turn['trajectory_id']} t={turn['t']} ask={ask}"
+            )
             out.append(
                 {
                     "kind": "exchange",
@@ -136,7 +101,7 @@ async def run_trajectory(
                     "attempts": list(ex.attempts),
                 }
             )
-            progress.asks += 1
+            progress.answers += 1
             if not ex.ok:
                 out.append(
                     {
@@ -148,7 +113,7 @@ async def run_trajectory(
                         "detail": ex.response.get("error") or f"HTTP {ex.response['status']}",
                     }
                 )
-                progress.aborted += 1
+                progress.dropped += 1
                 progress.done += 1
                 return out
             gate = interpret(ex.response)
@@ -172,17 +137,12 @@ def _turn_tokens(turn: dict, memory: str | None, user: str) -> dict[str, int]:
     }
 
 
-async def _report(progress: Progress, every: float) -> None:
-    while True:
-        await asyncio.sleep(every)
-        progress.emit()
-
-
 async def run_shard(
     client: Any, prompts: list[dict], s: LoopSettings, progress: Progress, report_every: float = 5.0
 ) -> list[dict]:
     trajectories = [list(g) for _, g in groupby(prompts, key=lambda p: p["trajectory_id"])]
-    reporter = asyncio.create_task(_report(progress, report_every))
+    progress.counters = client.counters
+    reporter = asyncio.create_task(progress.report_every(report_every))
     try:
         results = await asyncio.gather(
             *(run_trajectory(client, t, s, progress) for t in trajectories)
@@ -233,9 +193,9 @@ def run(
     write_jsonl(out_path, records, "response")
     return {
         "turns": progress.done,
-        "asks": progress.asks,
+        "asks": progress.answers,
         "parsed": progress.parsed,
-        "aborted": progress.aborted,
+        "aborted": progress.dropped,
     }
 
 

@@ -251,9 +251,7 @@ class LLMClient:
         for n in range(1, self.retries + 2):
             if n > 1:
                 self.counters.retries += 1
-            start = time.monotonic()
-            outcome = await self._attempt(model, messages, rest)
-            latency = time.monotonic() - start
+            outcome, latency = await self._attempt(model, messages, rest)
             if outcome.sent is not None and outcome.sent != wire:
                 raise WireMismatch(
                     f"request {sha}{_at(label)}: the bytes sent differ from the "
@@ -262,7 +260,8 @@ class LLMClient:
             ok, why = is_answer(outcome.status, outcome.content or b"")
             attempts.append(_attempt_record(n, outcome, latency, why))
             if ok:
-                self.cache.put(sha, attempts)
+                # fsync off the event loop: blocking it stalls every request in flight
+                await asyncio.to_thread(self.cache.put, sha, attempts)
                 self.counters.answered += 1
                 return Exchange(request, attempts[-1], attempts, ok=True, from_cache=False)
             if not _retryable(outcome.status, why) or n > self.retries:
@@ -278,50 +277,59 @@ class LLMClient:
         # "equal jitter": at least half the backoff, so retries never stampede at 0
         return base / 2 + self._rng.uniform(0, base / 2)
 
-    async def _attempt(self, model: str, messages: Any, rest: dict[str, Any]) -> _Outcome:
-        import openai
-
-        assert self._sdk is not None
+    async def _attempt(
+        self, model: str, messages: Any, rest: dict[str, Any]
+    ) -> tuple[_Outcome, float]:
+        """One HTTP attempt and its latency, timed once a slot is free: the wait
+        for the semaphore is queueing in this client, not the server's latency."""
         async with self._sem:
             c = self.counters
             c.sent += 1
             c.in_flight += 1
             c.in_flight_max = max(c.in_flight_max, c.in_flight)
+            start = time.monotonic()
             try:
-                async with asyncio.timeout(self.timeout):
-                    raw = await self._sdk.chat.completions.with_raw_response.create(
-                        model=model, messages=messages, extra_body=rest
-                    )
-                status = raw.status_code
-                # a 2xx/3xx other than 200 is no answer either; say so in the record
-                error = None if status == 200 else f"HTTP {status}"
-                return _Outcome(status, raw.content, error, None, raw.http_request.content)
-            except openai.APIStatusError as e:
-                r = e.response
-                return _Outcome(
-                    r.status_code,
-                    r.content,
-                    f"HTTP {r.status_code}",
-                    retry_after_seconds(r.headers.get("retry-after")),
-                    r.request.content,
-                )
-            except openai.APITimeoutError as e:
-                return _Outcome(
-                    None,
-                    None,
-                    f"timeout: no answer within {self.timeout:g} s",
-                    sent=e.request.content,
-                )
-            except TimeoutError:
-                return _Outcome(None, None, f"timeout: no answer within {self.timeout:g} s")
-            except openai.APIConnectionError as e:
-                cause = e.__cause__
-                detail = f"{type(cause).__name__}: {cause}" if cause else str(e)
-                return _Outcome(
-                    None, None, self._scrub(f"connection error: {detail}"), sent=e.request.content
-                )
+                return await self._send(model, messages, rest), time.monotonic() - start
             finally:
                 c.in_flight -= 1
+
+    async def _send(self, model: str, messages: Any, rest: dict[str, Any]) -> _Outcome:
+        import openai
+
+        assert self._sdk is not None
+        try:
+            async with asyncio.timeout(self.timeout):
+                raw = await self._sdk.chat.completions.with_raw_response.create(
+                    model=model, messages=messages, extra_body=rest
+                )
+            status = raw.status_code
+            # a 2xx/3xx other than 200 is no answer either; say so in the record
+            error = None if status == 200 else f"HTTP {status}"
+            return _Outcome(status, raw.content, error, None, raw.http_request.content)
+        except openai.APIStatusError as e:
+            r = e.response
+            return _Outcome(
+                r.status_code,
+                r.content,
+                f"HTTP {r.status_code}",
+                retry_after_seconds(r.headers.get("retry-after")),
+                r.request.content,
+            )
+        except openai.APITimeoutError as e:
+            return _Outcome(
+                None,
+                None,
+                f"timeout: no answer within {self.timeout:g} s",
+                sent=e.request.content,
+            )
+        except TimeoutError:
+            return _Outcome(None, None, f"timeout: no answer within {self.timeout:g} s")
+        except openai.APIConnectionError as e:
+            cause = e.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause else str(e)
+            return _Outcome(
+                None, None, self._scrub(f"connection error: {detail}"), sent=e.request.content
+            )
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "[api key]") if self._key else text
