@@ -19,6 +19,9 @@ envvars:
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/chunk.smk"
 include: "workflow/rules/prompts.smk"
@@ -27,6 +30,7 @@ include: "workflow/rules/gates.smk"
 include: "workflow/rules/log.smk"
 include: "workflow/rules/judge.smk"
 include: "workflow/rules/kappa.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
 
 

@@ -63,8 +63,9 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "log": "1",
         "kappa": "1",
         "corpus": "1",
+        "report_plots": "1",
         "export": "1",
-        "total": "10",
+        "total": "11",
     }
 
 

@@ -27,4 +27,5 @@ rule corpus:
 rule export:
     input:
         all_corpus_files(),
+        REPORT_PLOTS,
     localrule: True
