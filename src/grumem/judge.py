@@ -27,7 +27,6 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from grumem.chunks import Chunk, iter_sessions
@@ -40,7 +39,7 @@ from grumem.llm.grammar import grammar_fields
 from grumem.llm.request import build_body, sampling_params
 from grumem.paths import TEMPLATES_DIR
 from grumem.progress import Progress
-from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill
+from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill, load_template
 from grumem.records import RecordError, read_jsonl, write_jsonl
 from grumem.tokens import count_tokens
 
@@ -62,11 +61,7 @@ CHARS_PER_TOKEN = 2.0
 
 def load_judge_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
     """Read a judge template: `{prompt}` and `{chunk}` exactly once each, no `{memory}`."""
-    text = Path(path).read_text(encoding="utf-8")
-    for slot in SLOTS:
-        n = text.count("{" + slot + "}")
-        if n != 1:
-            raise TemplateError(f"{path}: slot {{{slot}}} appears {n} times, expected once")
+    text = load_template(path, SLOTS)
     if "{memory}" in text:
         raise TemplateError(f"{path}: a judge template has no {{memory}} slot")
     return text

@@ -57,10 +57,12 @@ class Budget:
         return cls(**(cfg or {}))
 
 
-def load_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
-    """Read a template and check it has each slot exactly once."""
+def load_template(
+    path: str | os.PathLike[str] = DEFAULT_TEMPLATE, slots: tuple[str, ...] = SLOTS
+) -> str:
+    """Read a template and check it has each of `slots` exactly once."""
     text = Path(path).read_text(encoding="utf-8")
-    for slot in SLOTS:
+    for slot in slots:
         n = text.count("{" + slot + "}")
         if n != 1:
             raise TemplateError(f"{path}: slot {{{slot}}} appears {n} times, expected once")
