@@ -111,7 +111,7 @@ def test_grammar_fields_per_server():
     bounded = grammar_fields("llama.cpp", max_text_chars=260)["grammar"]
     assert bounded.endswith("text ::= [^<]{0,260}\n")
     assert bounded.replace("{0,260}", "*") == GATE_GRAMMAR
-    assert fitting_text_chars(200) == 260
+    assert fitting_text_chars(200) == 210
     with pytest.raises(ValueError, match="max_text_chars"):
         grammar_fields("llama.cpp", max_text_chars=0)
 

@@ -48,11 +48,13 @@ def gbnf(which: str = "gate", max_text_chars: int | None = None) -> str:
     return _SHAPES[which] + f"text ::= [^<]{{0,{int(max_text_chars)}}}\n"
 
 
-def fitting_text_chars(max_tokens: int, chars_per_token: float = 3.0) -> int:
+def fitting_text_chars(max_tokens: int, chars_per_token: float = 2.5) -> int:
     """A text-slot bound under which a whole gate answer fits in `max_tokens`.
 
-    Two text slots plus about 80 characters of tags, at a conservative 3
-    characters a token (SmolLM2 averages 4.4 on English): 200 tokens -> 260."""
+    Two text slots plus about 80 characters of tags, at a conservative 2.5
+    characters a token: SmolLM2 averages 4.4 on English prose but nearer 2.5
+    on the tool output and markdown it copies (at 3.0, 1 of 72 demo answers
+    was still cut by max_tokens). 200 tokens -> 210."""
     return max(1, int((max_tokens * chars_per_token - 80) // 2))
 
 
