@@ -288,3 +288,28 @@ def test_missing_or_directory_inputs_are_one_line_errors(tmp_path: Path) -> None
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "missing.jsonl: cannot read" in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+def test_the_kappa_rule_checks_the_calibration_against_the_project(tmp_path: Path) -> None:
+    """The workflow's kappa job gets the project's queries and chunk files: invented
+    pairs in both labels and calibration (κ 1.0 on main) fail naming the line."""
+    from workflow_helpers import demo_project, snakemake, write_config
+
+    demo_shas = {c.sha for _, cs in iter_sessions([DEMO / "chunks"]) for c in cs}
+    invented = [("environment", f"{i:064x}") for i in range(30)]
+    assert not demo_shas & {sha for _, sha in invented}
+    (tmp_path / "l.jsonl").write_text(label_lines(invented, "a", lambda i: i % 2 == 0))
+    (tmp_path / "c.jsonl").write_text(label_lines(invented, "b", lambda i: i % 2 == 0))
+    labels = {"source": "file", "path": str(tmp_path / "l.jsonl")}
+    project = demo_project(labels=labels, calibration=str(tmp_path / "c.jsonl"))
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": project})
+    proc = snakemake(tmp_path, "results/demo/kappa.json", check=False)
+    assert proc.returncode != 0
+    log = (tmp_path / "logs/kappa/demo.log").read_text(encoding="utf-8")
+    assert f"{tmp_path / 'c.jsonl'}:1: field 'chunk_sha'" in log, log
+    assert not (tmp_path / "results/demo/kappa.json").exists()
+    # the demo's own files pass, through the same rule
+    write_config(tmp_path, "http://127.0.0.1:9/v1")
+    snakemake(tmp_path, "results/demo/kappa.json")
+    record = json.loads((tmp_path / "results/demo/kappa.json").read_text(encoding="utf-8"))
+    assert record["n"] == 24
