@@ -10,6 +10,8 @@ from typing import Any
 
 import fastjsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grumem.chunks import read_chunk_file
 from grumem.config import load_config, validate_config
@@ -166,6 +168,29 @@ def test_lone_surrogate_in_a_key_and_in_a_list(tmp_path: Path) -> None:
     rows = read_jsonl(path)
     with pytest.raises(RecordError, match=r"x\.jsonl:1: field 'a\.2' lone surrogate \\udc00"):
         next(rows)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(st.text(max_size=20), min_size=1, max_size=4),
+    lone=st.one_of(st.none(), st.integers(0xD800, 0xDFFF)),
+    at=st.integers(0, 100),
+)
+def test_lone_surrogates_are_found_whatever_the_text(tmp_path: Path, texts, lone, at) -> None:
+    """json.dumps (ensure_ascii) writes astral characters as surrogate pairs, which
+    are valid; an inserted lone surrogate, and only that, is an error naming it."""
+    if lone is not None:
+        i = at % len(texts)
+        j = at % (len(texts[i]) + 1)
+        texts[i] = texts[i][:j] + chr(lone) + texts[i][j:]
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"texts": texts}) + "\n", encoding="ascii")
+    if lone is None:
+        assert next(read_jsonl(path))["texts"] == texts
+    else:
+        with pytest.raises(RecordError) as e:
+            next(read_jsonl(path))
+        assert e.value.field == f"texts.{i}" and f"\\u{lone:04x}" in e.value.why
 
 
 def test_sha_and_writer_refuse_a_lone_surrogate(tmp_path: Path) -> None:
