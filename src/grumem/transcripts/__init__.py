@@ -65,8 +65,10 @@ def read_transcript(
             path, None, None, f"is a directory: give the transcript files in it ({path}/*.jsonl)"
         )
     with open_input(path) as f:
-        if not f.read(HEAD_BYTES).strip():
-            raise RecordError(path, None, None, "empty file: no transcript to chunk")
+        # `all` stops at the first block holding more than white space
+        empty = all(not block.strip() for block in iter(lambda: f.read(HEAD_BYTES), b""))
+    if empty:
+        raise RecordError(path, None, None, "empty file: no transcript to chunk")
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt not in FORMATS:
