@@ -55,8 +55,9 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
     out = snakemake(tmp_path, "-n", "export").stdout
     table = out.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
     counts = dict(line.split() for line in table)
-    # 5 demo sessions in shards of 3: two shards
+    # 5 demo sessions in shards of 3: two shards, and one session index
     assert counts == {
+        "sessions": "1",
         "prompts": "2",
         "responses": "2",
         "gates": "2",
@@ -65,7 +66,7 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "corpus": "1",
         "report_plots": "1",
         "export": "1",
-        "total": "11",
+        "total": "12",
     }
 
 
