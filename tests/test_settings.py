@@ -93,3 +93,17 @@ def test_connection_takes_only_connection_settings() -> None:
         settings_from_args(parse("--settings", "{}", "--connection", '{"model": "m"}'))
     with pytest.raises(RecordError, match="timeout"):
         settings_from_args(parse("--settings", "{}", "--connection", '{"timeout": -1}'))
+
+
+def test_the_judge_takes_the_connection_too() -> None:
+    from grumem.judge import settings_from_args as judge_settings
+
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser)
+    parser.add_argument("--project")
+    settings = json.dumps({"llm": {"model": "m"}, "labels": {"source": "judge"}})
+    connection = '{"base_url": "http://j/v1", "retries": 1}'
+    args = parser.parse_args(["--settings", settings, "--connection", connection, "--project", "p"])
+    s = judge_settings(args)
+    assert s["llm"]["base_url"] == "http://j/v1" and s["llm"]["retries"] == 1
+    assert s["labels"]["source"] == "judge"
