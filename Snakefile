@@ -3,12 +3,26 @@
 Target: `export` (the default): every project's corpus under results/{project}/corpus/
 """
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# config.yaml is the bundled demo. A config of your own (--configfile) replaces
+# it instead of being merged with it: the demo's project never runs on your
+# server, and what your file leaves out takes the schema's defaults.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
+
+
+if not config.get("projects"):
+    raise WorkflowError(
+        "no projects in the config: name yours in a config file "
+        "(snakemake --configfile my.yaml, see the README's Configuration); "
+        "`make run` runs the bundled demo"
+    )
 
 
 # common.smk puts this interpreter's bin directory first on PATH
@@ -24,6 +38,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/chunk.smk"
+include: "workflow/rules/sessions.smk"
 include: "workflow/rules/prompts.smk"
 include: "workflow/rules/responses.smk"
 include: "workflow/rules/gates.smk"

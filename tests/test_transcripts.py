@@ -7,6 +7,7 @@ shape of each tool's real files.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,9 +98,16 @@ def test_cli_format_choices_are_the_registry() -> None:
 
 
 def test_session_ids_are_safe_file_names() -> None:
-    assert sanitize_session_id("proj/a b:c") == "proj_a_b_c"
-    assert sanitize_session_id(".hidden") == "_hidden"
+    assert sanitize_session_id("proj/a b:c").startswith("proj_a_b_c-")
+    assert sanitize_session_id(".hidden").startswith("_hidden-")
     assert sanitize_session_id("x.traj-1_2") == "x.traj-1_2"
+
+
+def test_session_ids_that_render_alike_stay_distinct() -> None:
+    ids = ["会话", "会议", "__", "a b", "a:b", "a_b", "é", "è"]
+    safe = [sanitize_session_id(i) for i in ids]
+    assert len(set(safe)) == len(ids)
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", s) and not s.startswith(".") for s in safe)
 
 
 # ------------------------------------------------------------------ Claude Code

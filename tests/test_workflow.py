@@ -55,8 +55,9 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
     out = snakemake(tmp_path, "-n", "export").stdout
     table = out.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
     counts = dict(line.split() for line in table)
-    # 5 demo sessions in shards of 3: two shards
+    # 5 demo sessions in shards of 3: two shards, and one session index
     assert counts == {
+        "sessions": "1",
         "prompts": "2",
         "responses": "2",
         "gates": "2",
@@ -65,7 +66,7 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "corpus": "1",
         "report_plots": "1",
         "export": "1",
-        "total": "11",
+        "total": "12",
     }
 
 
@@ -250,7 +251,9 @@ def test_malformed_chunk_files_fail_naming_file_line_field(tmp_path) -> None:
         text = (tmp_path / f"logs/prompts/{name}/s000.log").read_text()
         assert f"{tmp_path / 'in' / name / name}.jsonl" in text, text
         assert expected in text, (name, text)
-    assert files_under(tmp_path / "results") == []
+    # only the session indexes, which read no more than each line's session, were made
+    made = files_under(tmp_path / "results")
+    assert made == [tmp_path / f"results/{name}/sessions.jsonl" for name in sorted(MALFORMED)]
 
 
 def test_budget_abort_ends_one_trajectory_and_the_others_go_on(tmp_path, fake_server) -> None:

@@ -105,6 +105,7 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--project", required=True)
     p.add_argument("--queries", required=True, help="queries YAML")
     p.add_argument("--template", default=None, help="default templates/gru-mem.txt")
+    p.add_argument("--sessions", default=None, help="the project's session index (grumem sessions)")
     p.add_argument("--out", required=True)
     p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
     p.set_defaults(run=run_prompts)
@@ -115,16 +116,40 @@ def run_prompts(args: argparse.Namespace) -> int:
     from grumem.prompt import DEFAULT_TEMPLATE, Budget, PromptBuilder
     from grumem.prompts import plan
     from grumem.records import write_jsonl
+    from grumem.sessions import read_session_index
 
     s = settings_from_args(args)
     builder = PromptBuilder.from_file(
         args.template or DEFAULT_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
     )
+    index = read_session_index(args.sessions) if args.sessions else None
     records = plan(
-        args.project, args.chunks, load_queries(args.queries), builder, s["loop"]["samples"]
+        args.project,
+        args.chunks,
+        load_queries(args.queries),
+        builder,
+        s["loop"]["samples"],
+        index,
+        args.sessions or "",
     )
     n = write_jsonl(args.out, records, "prompt")
     print(f"prompts: {n} turns written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_sessions(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sessions", help="stage `sessions`: a project's session index")
+    p.add_argument("--out", required=True, help="the index (JSON Lines: session, file, line)")
+    p.add_argument("chunks", nargs="+", help="every chunk file of the project, or directories")
+    p.set_defaults(run=run_sessions)
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    from grumem.records import write_jsonl
+    from grumem.sessions import session_index
+
+    n = write_jsonl(args.out, session_index(args.chunks), "session")
+    print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)
     return 0
 
 
@@ -488,6 +513,7 @@ def run_report_plots(args: argparse.Namespace) -> int:
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_prompt,
     add_prompts,
+    add_sessions,
     add_responses,
     add_gates,
     add_log,

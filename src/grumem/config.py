@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,56 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
         e = jsonschema.exceptions.best_match(errors)
         field = ".".join(str(p) for p in e.absolute_path) or None
         raise RecordError(source, None, field, e.message)
+    return expand_paths(config, os.environ, source)
+
+
+# Path settings in which `~` and environment variables are expanded (a user's
+# transcripts are in ~/.claude/projects/...): per project, and in llm.
+PROJECT_PATHS = (
+    ("chunks",),
+    ("transcripts", "glob"),
+    ("queries",),
+    ("labels", "path"),
+    ("calibration",),
+)
+LLM_PATHS = ("cache_dir",)
+_ENV_VAR = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([^}]*)\})")
+
+
+def expand_path(value: str, env: Mapping[str, str], source: str, field: str) -> str:
+    """`$VAR`, `${VAR}` and a leading `~` (from env's HOME) expanded; an unset
+    variable is an error naming the field, not a glob that silently matches nothing."""
+
+    def var(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in env:
+            raise RecordError(
+                source, None, field, f"environment variable ${name} is not set (in {value!r})"
+            )
+        return env[name]
+
+    value = _ENV_VAR.sub(var, value)
+    if value == "~" or value.startswith("~/"):
+        if "HOME" not in env:
+            raise RecordError(source, None, field, f"HOME is not set: cannot expand {value!r}")
+        value = env["HOME"] + value[1:]
+    return value
+
+
+def expand_paths(config: dict[str, Any], env: Mapping[str, str], source: str) -> dict[str, Any]:
+    """Expand the path settings of a validated config in place (see expand_path)."""
+    for name, project in config.get("projects", {}).items():
+        for keys in PROJECT_PATHS:
+            parent = project
+            for key in keys[:-1]:
+                parent = parent.get(key, {})
+            if isinstance(parent.get(keys[-1]), str):
+                field = ".".join(("projects", name, *keys))
+                parent[keys[-1]] = expand_path(parent[keys[-1]], env, source, field)
+    llm = config.get("llm", {})
+    for key in LLM_PATHS:
+        if isinstance(llm.get(key), str):
+            llm[key] = expand_path(llm[key], env, source, f"llm.{key}")
     return config
 
 
@@ -160,20 +213,68 @@ def resolve(path: str, base: str | os.PathLike[str] = ".") -> Path:
     return p if p.is_absolute() else Path(base) / p
 
 
-def settings_from_json(text: str, source: str = "--settings") -> dict[str, Any]:
+# llm settings that decide how a request reaches a server, never its bytes nor
+# the corpus (the endpoint is not part of the cache key). Rules pass them apart
+# from --settings, so that changing one reruns no job: the cache answers the
+# same requests whichever server, timeout or mode is set.
+CONNECTION_KEYS = (
+    "base_url",
+    "api_key_env",
+    "concurrency",
+    "timeout",
+    "retries",
+    "backoff",
+    "mode",
+)
+
+
+def split_connection(llm: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the llm settings that change requests or the corpus, the connection settings)."""
+    rest = {k: v for k, v in llm.items() if k not in CONNECTION_KEYS}
+    return rest, {k: v for k, v in llm.items() if k in CONNECTION_KEYS}
+
+
+def connection_from_json(text: str | None, source: str = "--connection") -> dict[str, Any]:
+    """The llm connection settings a rule passes (CONNECTION_KEYS only), validated."""
+    if text is None:
+        return {}
+    data = _json_object(text, source)
+    extra = sorted(set(data) - set(CONNECTION_KEYS))
+    if extra:
+        raise RecordError(
+            source,
+            None,
+            extra[0],
+            f"not a connection setting (those are {', '.join(CONNECTION_KEYS)})",
+        )
+    validate_config({"projects": {"x": {"chunks": "", "queries": ""}}, "llm": dict(data)}, source)
+    return data
+
+
+def _json_object(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RecordError(source, None, None, f"bad JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise RecordError(source, None, None, "expected a JSON object")
+    return data
+
+
+def settings_from_json(
+    text: str, source: str = "--settings", connection: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The llm/loop/budget/export sections a rule passes to a subcommand, defaults filled.
 
     Rules pass their settings as JSON (so Snakemake reruns a job whose settings
     changed, and `--config` overrides reach every job) instead of the path of a
-    config file the job would re-read."""
-    import json
-
-    try:
-        settings = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise RecordError(source, None, None, f"bad JSON: {e}") from None
-    if not isinstance(settings, dict) or "projects" in settings:
+    config file the job would re-read; `connection` (from --connection) goes
+    into the llm section over what `text` holds."""
+    settings = _json_object(text, source)
+    if "projects" in settings:
         raise RecordError(source, None, None, "expected an object of config sections (no projects)")
+    if connection:
+        settings["llm"] = {**settings.get("llm", {}), **connection}
     # validate the sections with the config schema; a placeholder project
     # satisfies the schema's required `projects`
     full = validate_config({"projects": {"x": {"chunks": "", "queries": ""}}, **settings}, source)
@@ -185,11 +286,19 @@ def add_settings_arguments(parser: Any) -> None:
     g = parser.add_mutually_exclusive_group(required=True)
     g.add_argument("--settings", help="config sections as JSON (what the workflow's rules pass)")
     g.add_argument("--config", help="a config.yaml to read the sections from")
+    parser.add_argument(
+        "--connection",
+        default=None,
+        help=f"llm connection settings as JSON ({', '.join(CONNECTION_KEYS)}); "
+        "they override those of --settings or --config",
+    )
 
 
 def settings_from_args(args: Any) -> dict[str, Any]:
+    connection = connection_from_json(getattr(args, "connection", None))
     if args.settings is not None:
-        return settings_from_json(args.settings)
+        return settings_from_json(args.settings, connection=connection)
     config = load_config(args.config)
     config.pop("projects")
+    config["llm"].update(connection)
     return config

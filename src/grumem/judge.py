@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from grumem.chunks import Chunk, iter_sessions
-from grumem.config import load_config, load_queries, settings_from_json, validate_config
+from grumem.config import (
+    connection_from_json,
+    load_config,
+    load_queries,
+    settings_from_json,
+    validate_config,
+)
 from grumem.errors import GrumemError
 from grumem.gate_parser import MAX_RAW, ParseError
 from grumem.gates import response_content
@@ -81,7 +87,9 @@ def settings_from_args(args: Any) -> dict[str, Any]:
 
     `--settings` is the JSON a rule passes: the config sections `llm` and
     `budget` (others such as `loop` are accepted and ignored) plus `labels`,
-    the project's labels section. `--config` reads them from a config.yaml."""
+    the project's labels section. `--config` reads them from a config.yaml;
+    `--connection` overrides the llm connection settings of either."""
+    connection = connection_from_json(getattr(args, "connection", None))
     if args.settings is not None:
         try:
             data = json.loads(args.settings)
@@ -92,7 +100,7 @@ def settings_from_args(args: Any) -> dict[str, Any]:
                 "--settings", None, "labels", "missing: pass the project's labels section"
             )
         labels = data.pop("labels")
-        settings = settings_from_json(json.dumps(data))
+        settings = settings_from_json(json.dumps(data), connection=connection)
         project = {"chunks": "", "queries": "", "labels": labels}
         checked = validate_config({"projects": {args.project: project}}, "--settings")
         settings["labels"] = checked["projects"][args.project]["labels"]
@@ -104,6 +112,7 @@ def settings_from_args(args: Any) -> dict[str, Any]:
             f"{args.config}: no project {args.project!r} (projects: {', '.join(sorted(projects))})"
         )
     config["labels"] = projects[args.project]["labels"]
+    config["llm"].update(connection)
     return config
 
 

@@ -4,11 +4,12 @@ filled, memory slot open; over-budget input fails here, before any request is pa
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from grumem.chunks import iter_sessions
 from grumem.errors import GrumemError
 from grumem.prompt import BudgetError, PromptBuilder
+from grumem.sessions import check_session
 from grumem.tokens import count_tokens
 
 
@@ -22,11 +23,19 @@ def plan(
     queries: Sequence[dict],
     builder: PromptBuilder,
     samples: int,
+    index: Mapping[str, str] | None = None,
+    index_path: str = "",
 ) -> Iterator[dict]:
-    """Prompt records in plan order: query, session (file order), sample, then t."""
+    """Prompt records in plan order: query, session (file order), sample, then t.
+
+    With the project's session index (grumem.sessions), a session that another
+    chunk file of the project also holds fails here, before it is paid for."""
     sessions = list(iter_sessions(chunk_paths))
     if not sessions:
         raise GrumemError(f"project {project}: no chunks in {', '.join(map(str, chunk_paths))}")
+    if index is not None:
+        for session, chunks in sessions:
+            check_session(index, index_path, session, chunks[0].path, chunks[0].line)
     for q in queries:
         q_tokens = count_tokens(q["question"])
         if q_tokens > builder.budget.question:

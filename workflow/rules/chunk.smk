@@ -19,4 +19,4 @@ rule chunk:
         budget=config["budget"]["section"],
     shell:
         "grumem chunk --format {params.format} {params.drop} --budget {params.budget}"
-        " --out {output} {input} 2> {log}"
+        " --out {output} {input:q} 2> {log}"

@@ -2,14 +2,15 @@ import glob
 import json
 import math
 import os
-import re
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grumem.config import check_config_files, validate_config
+from grumem.config import check_config_files, split_connection, validate_config
+from grumem.errors import GrumemError
 from grumem.records import RecordError
+from grumem.units import UNIT_PATTERN, unit_name, unit_names
 
 # snakemake's validate fills defaults only under `properties`; grumem's own
 # validator also fills each project's entry, so jobs and DAG agree.
@@ -37,7 +38,8 @@ wildcard_constraints:
     # names cannot hold a path separator or start with a dot: they stay in results/
     project="[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard="s[0-9]+",
-    unit="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    # grumem.units makes the names and holds the pattern that accepts them
+    unit=UNIT_PATTERN,
 
 
 def project_config(project):
@@ -54,21 +56,12 @@ def unit_files(project):
     return files
 
 
-def unit_name(path):
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(path).name)
-
-
 def transcript_units(project):
     """unit name -> transcript file; two files with one name would collide in results/."""
-    units = {}
-    for f in unit_files(project):
-        name = unit_name(f)
-        if name in units:
-            raise WorkflowError(
-                f"project {project}: {units[name]} and {f} share the name {name}"
-            )
-        units[name] = f
-    return units
+    try:
+        return unit_names(project, unit_files(project))
+    except GrumemError as e:
+        raise WorkflowError(str(e))
 
 
 def shards(project):
@@ -99,9 +92,25 @@ def queries_file(wildcards):
     return project_config(wildcards.project)["queries"]
 
 
+def without_connection(sections):
+    if "llm" in sections:
+        sections["llm"] = split_connection(sections["llm"])[0]
+    return sections
+
+
 def settings(*sections):
-    """Config sections as JSON for a subcommand's --settings (a change reruns the job)."""
-    return json.dumps({s: config[s] for s in sections}, sort_keys=True)
+    """Config sections as JSON for a subcommand's --settings, a param: a change
+    reruns the job. The llm connection settings are left out (LLM_CONNECTION)."""
+    return json.dumps(
+        without_connection({s: config[s] for s in sections}), sort_keys=True
+    )
+
+
+# The llm connection settings (grumem.config.CONNECTION_KEYS: base_url, timeout,
+# concurrency, retries, ...) as JSON for --connection. Rules pass it as a
+# resource: Snakemake reruns a job when its params, code, input or software
+# change (--rerun-triggers), never when a resource does.
+LLM_CONNECTION = json.dumps(split_connection(config["llm"])[1], sort_keys=True)
 
 
 def shard_files(stage, suffix=".jsonl"):
@@ -117,7 +126,7 @@ def shard_files(stage, suffix=".jsonl"):
 
 def judge_settings(wildcards):
     """The judge's sections: llm and budget, and the project's labels (judge overrides)."""
-    sections = {s: config[s] for s in ("llm", "budget")}
+    sections = without_connection({s: config[s] for s in ("llm", "budget")})
     sections["labels"] = project_config(wildcards.project)["labels"]
     return json.dumps(sections, sort_keys=True)
 

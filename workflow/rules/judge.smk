@@ -14,13 +14,16 @@ rule judge:
         "../../environment.yml"
     resources:
         llm_slots=config["llm"]["concurrency"],
+        # a resource, not a param: a changed connection setting reruns no job
+        llm_connection=LLM_CONNECTION,
     params:
         settings=judge_settings,
     shell:
-        "grumem judge --settings {params.settings:q} --project {wildcards.project}"
-        " --queries {input.queries} --template {input.template} --out {output.labels}"
+        "grumem judge --settings {params.settings:q} --connection {resources.llm_connection:q}"
+        " --project {wildcards.project}"
+        " --queries {input.queries:q} --template {input.template:q} --out {output.labels}"
         " --unparsed {output.unparsed} --concurrency {resources.llm_slots} --log {log}"
-        " {input.chunks}"
+        " {input.chunks:q}"
 
 
 rule labels:

@@ -3,6 +3,8 @@ rule prompts:
         chunks=shard_chunks,
         queries=queries_file,
         template=TEMPLATE,
+        # ancient: a new session reruns the index, not every shard's prompts
+        sessions=ancient("results/{project}/sessions.jsonl"),
     output:
         "results/{project}/prompts/{shard}.jsonl",
     log:
@@ -15,5 +17,6 @@ rule prompts:
         settings=settings("llm", "loop", "budget"),
     shell:
         "grumem prompts --settings {params.settings:q} --project {wildcards.project}"
-        " --queries {input.queries} --template {input.template} --out {output}"
-        " {input.chunks} 2> {log}"
+        " --queries {input.queries:q} --template {input.template:q}"
+        " --sessions {input.sessions} --out {output}"
+        " {input.chunks:q} 2> {log}"

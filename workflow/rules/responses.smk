@@ -12,9 +12,12 @@ rule responses:
     resources:
         # requests this job keeps in flight; the profile caps the sum over all jobs
         llm_slots=config["llm"]["concurrency"],
+        # a resource, not a param: a changed connection setting reruns no job
+        llm_connection=LLM_CONNECTION,
     params:
         settings=settings("llm", "loop", "budget"),
     shell:
         # progress goes to the log and, through stderr, to the terminal
-        "grumem responses --settings {params.settings:q} --prompts {input}"
+        "grumem responses --settings {params.settings:q} --connection {resources.llm_connection:q}"
+        " --prompts {input}"
         " --concurrency {resources.llm_slots} --out {output} --log {log}"

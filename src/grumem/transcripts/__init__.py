@@ -9,6 +9,7 @@ special case of.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from types import ModuleType
@@ -82,9 +83,13 @@ def read_transcript(
 
 
 def sanitize_session_id(raw: str) -> str:
-    """`[A-Za-z0-9_.-]` only, and no leading dot, so the id is a safe, visible file name."""
-    safe = _UNSAFE.sub("_", raw)
-    safe = re.sub(r"^\.", "_", safe)
-    if not safe:
+    """`[A-Za-z0-9_.-]` only, and no leading dot, so the id is a safe, visible file name.
+
+    A safe id is kept; another gets a hash of itself, so that ids which render
+    alike (`会话` and `会议` both render `__`) stay distinct sessions."""
+    if not raw:
         raise GrumemError("empty session id")
-    return safe
+    safe = re.sub(r"^\.", "_", _UNSAFE.sub("_", raw))
+    if safe == raw:
+        return safe
+    return f"{safe}-{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"

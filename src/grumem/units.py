@@ -1,0 +1,51 @@
+"""Unit names: the `{unit}` wildcard of a transcript's chunk directory.
+
+The workflow's wildcard constraint is UNIT_PATTERN and the names it must
+accept are made by unit_name, here, in one place: a name the constraint
+rejected would leave its transcript without a rule (MissingInputException).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from grumem.errors import GrumemError
+
+# no path separator and no leading dot: a unit stays a plain entry of results/
+UNIT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_UNIT = re.compile(UNIT_PATTERN)
+_OTHER = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def unit_name(path: str | os.PathLike[str]) -> str:
+    """The file's name when the constraint accepts it; otherwise a readable ASCII
+    rendering of it plus a hash of the exact name, so that names which render
+    alike (`é.jsonl`, `è.jsonl`, two Chinese names) stay distinct."""
+    name = Path(path).name
+    if _UNIT.fullmatch(name):
+        return name
+    slug = _OTHER.sub("_", name).lstrip("_.-")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{slug}-{digest}" if slug else f"u-{digest}"
+
+
+def is_unit_name(name: str) -> bool:
+    return _UNIT.fullmatch(name) is not None
+
+
+def unit_names(project: str, paths: Iterable[str]) -> dict[str, str]:
+    """unit name -> file; two files with one name would share a directory in results/."""
+    units: dict[str, str] = {}
+    for path in paths:
+        name = unit_name(path)
+        if name in units:
+            raise GrumemError(
+                f"project {project}: {units[name]} and {path} both make the unit name "
+                f"{name!r} (results/{project}/chunks/{name}): rename one of them"
+            )
+        units[name] = path
+    return units

@@ -1,0 +1,204 @@
+"""How a user's config drives the real `snakemake`: only the user's projects,
+paths with `~` and variables, any file name, one copy of a session, and no
+rerun for a connection setting."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+from workflow_helpers import REPO, demo_project, read_lines, snakemake, write_config
+
+from grumem.transcripts import sanitize_session_id
+
+FAKE_DEMO = REPO / "fixtures" / "fake" / "demo.yaml"
+
+
+def jobs(dry_run_stdout: str) -> dict[str, int]:
+    """rule -> job count from a dry run's "Job stats" table ({} for nothing to do)."""
+    if "Job stats:" not in dry_run_stdout:
+        return {}
+    table = dry_run_stdout.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
+    return {rule: int(n) for rule, n in (line.split() for line in table) if rule != "total"}
+
+
+def write_session(path: Path, session: str, texts: list[str]) -> None:
+    lines = [
+        {"session": session, "index": i, "records": [{"role": "user", "text": t}]}
+        for i, t in enumerate(texts)
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+
+
+def write_queries(path: Path) -> None:
+    path.write_text(yaml.safe_dump({"queries": [{"id": "q", "question": "What failed?"}]}))
+
+
+def user_checkout(tmp_path: Path) -> Path:
+    """A working directory like the repository's: the demo config.yaml and its fixtures."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(REPO / "config.yaml", work / "config.yaml")
+    (work / "fixtures").symlink_to(REPO / "fixtures")
+    return work
+
+
+# --------------------------------------------------------------- item 14
+
+
+def test_a_user_configfile_runs_only_the_user_projects(tmp_path) -> None:
+    work = user_checkout(tmp_path)
+    chunks = tmp_path / "mine"
+    chunks.mkdir()
+    write_session(chunks / "s.jsonl", "s", ["an error", "fixed"])
+    write_queries(tmp_path / "q.yaml")
+    mine = demo_project(chunks=str(chunks / "*.jsonl"), queries=str(tmp_path / "q.yaml"))
+    config = {"projects": {"mine": mine}, "llm": {"base_url": "http://127.0.0.1:9/v1"}}
+    (tmp_path / "my.yaml").write_text(yaml.safe_dump(config))
+    out = snakemake(work, "-n", "export", "--configfile", str(tmp_path / "my.yaml")).stdout
+    # the demo's requests would go to the user's (paid) server: no demo job at all
+    assert "results/mine/" in out and "results/demo/" not in out, out
+    assert jobs(out)["responses"] == 1
+    # without a config of one's own: the demo, as `make run` runs it
+    out = snakemake(work, "-n", "export").stdout
+    assert "results/demo/" in out and "results/mine/" not in out
+    assert jobs(out)["responses"] == 2
+
+
+def test_a_user_configfile_without_projects_fails_saying_so(tmp_path) -> None:
+    work = user_checkout(tmp_path)
+    (tmp_path / "my.yaml").write_text(yaml.safe_dump({"llm": {"base_url": "http://x/v1"}}))
+    proc = snakemake(work, "-n", "--configfile", str(tmp_path / "my.yaml"), check=False)
+    assert proc.returncode != 0
+    assert "no projects in the config" in proc.stdout + proc.stderr
+    assert "results/demo/" not in proc.stdout
+
+
+# --------------------------------------------------------------- item 15
+
+
+def test_home_and_environment_variables_in_paths(tmp_path, monkeypatch) -> None:
+    home = tmp_path / "home"
+    transcripts = home / ".claude" / "projects" / "myproj"
+    transcripts.mkdir(parents=True)
+    (transcripts / "s1.jsonl").write_text('{"role": "user", "text": "hello"}\n')
+    write_queries(tmp_path / "q.yaml")
+    project = {
+        "transcripts": {"glob": "~/.claude/projects/myproj/*.jsonl", "format": "records"},
+        "queries": "$GRUMEM_TEST_QUERIES_DIR/q.yaml",
+    }
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"mine": project})
+    # the snakemake subprocess gets this process's environment
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GRUMEM_TEST_QUERIES_DIR", str(tmp_path))
+    out = snakemake(tmp_path, "-n", "-p", "results/mine/log.jsonl").stdout
+    assert jobs(out)["chunk"] == 1
+    assert str(transcripts / "s1.jsonl") in out and str(tmp_path / "q.yaml") in out
+    monkeypatch.delenv("GRUMEM_TEST_QUERIES_DIR")
+    proc = snakemake(tmp_path, "-n", "results/mine/log.jsonl", check=False)
+    assert proc.returncode != 0
+    said = proc.stdout + proc.stderr
+    assert "projects.mine.queries" in said and "GRUMEM_TEST_QUERIES_DIR is not set" in said
+
+
+# --------------------------------------------------------------- item 16
+
+
+def test_transcript_file_names_with_spaces_underscores_and_other_scripts(
+    tmp_path, fake_server
+) -> None:
+    server = fake_server(FAKE_DEMO)
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    names = ["_draft notes.jsonl", "é-notes.jsonl", "会话.jsonl", "会议.jsonl", "plain.jsonl"]
+    for i, name in enumerate(names):
+        (transcripts / name).write_text(
+            json.dumps({"role": "user", "text": f"error number {i}"}) + "\n", encoding="utf-8"
+        )
+    write_queries(tmp_path / "q.yaml")
+    project = {
+        "transcripts": {"glob": str(transcripts / "*.jsonl"), "format": "records"},
+        "queries": str(tmp_path / "q.yaml"),
+    }
+    write_config(tmp_path, server.base_url, projects={"p": project}, shard_size=2)
+    assert jobs(snakemake(tmp_path, "-n", "results/p/log.jsonl").stdout)["chunk"] == 5
+    snakemake(tmp_path, "results/p/log.jsonl")
+    log = read_lines(tmp_path / "results/p/log.jsonl")
+    assert len(log) == 5 and all(x["status"] == "ok" for x in log)
+    sessions = {x["session"] for x in log}
+    assert len(sessions) == 5
+    assert sessions == {sanitize_session_id(Path(n).stem) for n in names}
+
+
+# --------------------------------------------------------------- item 17
+
+
+def test_a_session_in_two_shards_fails_before_any_request(tmp_path, fake_server) -> None:
+    server = fake_server(FAKE_DEMO)
+    chunks = tmp_path / "chunks"
+    chunks.mkdir()
+    write_session(chunks / "a.jsonl", "shared", ["an error", "fixed"])
+    write_session(chunks / "b.jsonl", "other", ["all good"])
+    write_session(chunks / "c.jsonl", "shared", ["an error", "fixed"])  # a copy, another shard
+    write_queries(tmp_path / "q.yaml")
+    project = {"chunks": str(chunks / "*.jsonl"), "queries": str(tmp_path / "q.yaml")}
+    write_config(tmp_path, server.base_url, projects={"p": project}, shard_size=1)
+    proc = snakemake(tmp_path, "results/p/log.jsonl", check=False)
+    assert proc.returncode != 0
+    assert server.stats()["requests"] == 0
+    logs = "".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log"))
+    assert str(chunks / "a.jsonl") in logs and str(chunks / "c.jsonl") in logs
+    assert "session 'shared'" in logs
+
+
+def test_prompts_checks_its_shard_against_the_session_index(tmp_path) -> None:
+    from grumem.cli import main
+
+    chunks = tmp_path / "chunks"
+    chunks.mkdir()
+    write_session(chunks / "a.jsonl", "shared", ["an error"])
+    write_session(chunks / "c.jsonl", "shared", ["an error"])
+    write_queries(tmp_path / "q.yaml")
+    index = tmp_path / "sessions.jsonl"
+    assert main(["sessions", "--out", str(index), str(chunks / "a.jsonl")]) == 0
+    out = tmp_path / "prompts.jsonl"
+    argv = ["prompts", "--settings", "{}", "--project", "p", "--queries", str(tmp_path / "q.yaml")]
+    argv += ["--sessions", str(index), "--out", str(out)]
+    assert main([*argv, str(chunks / "a.jsonl")]) == 0
+    assert main([*argv, str(chunks / "c.jsonl")]) == 1
+    assert main(["sessions", "--out", str(tmp_path / "x.jsonl"), str(chunks)]) == 1
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+# --------------------------------------------------------------- item 18
+
+
+def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
+    server = fake_server(FAKE_DEMO)
+    write_config(tmp_path, server.base_url)
+    snakemake(tmp_path, "export")
+    for llm in (
+        {"timeout": 99, "concurrency": 7},
+        {
+            "timeout": 3,
+            "concurrency": 2,
+            "retries": 0,
+            "backoff": 2.5,
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "OTHER_KEY",
+            "mode": "replay",
+        },
+    ):
+        write_config(tmp_path, server.base_url, llm=llm)
+        out = snakemake(tmp_path, "-n", "export").stdout
+        assert jobs(out) == {} and "Nothing to be done" in out, (llm, out[-2000:])
+    # a setting that changes the requests' bytes does rerun them
+    write_config(tmp_path, server.base_url, llm={"temperature": 0.1})
+    assert jobs(snakemake(tmp_path, "-n", "export").stdout)["responses"] == 2
+
+
+def test_demo_dry_run_lists_the_project_session_index(tmp_path) -> None:
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": demo_project()})
+    assert jobs(snakemake(tmp_path, "-n", "export").stdout)["sessions"] == 1
