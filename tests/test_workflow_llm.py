@@ -63,60 +63,57 @@ def job_log(work: Path, stage: str = "responses") -> str:
     return "\n".join(p.read_text() for p in files_under(work / "logs" / stage / "demo"))
 
 
-def test_the_key_is_in_no_file_after_success_and_after_each_failure(
-    tmp_path, fake_server, monkeypatch
-) -> None:
+def test_the_key_is_in_no_file_after_a_successful_run(tmp_path, fake_server, monkeypatch) -> None:
     server = fake_server(FAKE_DEMO)
     monkeypatch.setenv(KEY_ENV, SECRET)
+    write_config(tmp_path, server.base_url)
+    proc = snakemake(tmp_path, LOG)
+    assert len(read_lines(tmp_path / LOG)) == 72
+    assert assert_no_secret(tmp_path, SECRET, proc.stdout, proc.stderr) > 10
 
-    ok = tmp_path / "ok"
-    ok.mkdir()
-    write_config(ok, server.base_url)
-    proc = snakemake(ok, LOG)
-    assert len(read_lines(ok / LOG)) == 72
-    assert assert_no_secret(ok, SECRET, proc.stdout, proc.stderr) > 10
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\t"])
+def test_a_key_with_a_control_character_is_refused_and_written_nowhere(
+    tmp_path, fake_server, monkeypatch, end
+) -> None:
     # a key read from a file keeps its newline: refused at start-up, never shown
-    bad_keys = {"newline": SECRET + "\n", "crlf": SECRET + "\r\n", "tab": SECRET + "\t"}
-    for name, bad in bad_keys.items():
-        work = tmp_path / name
-        work.mkdir()
-        write_config(work, server.base_url)
-        monkeypatch.setenv(KEY_ENV, bad)
-        server.reset()
-        proc = snakemake(work, LOG, check=False)
-        assert proc.returncode != 0 and server.stats()["requests"] == 0
-        assert f"the API key in ${KEY_ENV} has U+00" in job_log(work)
-        assert_no_secret(work, bad, proc.stdout, proc.stderr)
-    monkeypatch.setenv(KEY_ENV, SECRET)
-
-    # a server echoing the Authorization header: refused, neither cached nor recorded
-    echo = tmp_path / "echo"
-    echo.mkdir()
-    server.use(fake_demo_script(shapes=[{"kind": "echo_authorization", "match": "npm"}]))
-    write_config(echo, server.base_url)
-    proc = snakemake(echo, "--keep-going", LOG, check=False)
-    assert proc.returncode != 0 and server.stats()["faults"]["echo_authorization"] >= 1
-    assert "contains the API key of $GRUMEM_API_KEY" in job_log(echo)
-    assert_no_secret(echo, SECRET, proc.stdout, proc.stderr)
-
-    # the key pasted where the variable's name belongs
-    pasted = tmp_path / "pasted"
-    pasted.mkdir()
-    server.use(fake_demo_script())
-    write_config(pasted, server.base_url, llm={"api_key_env": SECRET})
-    proc = snakemake(pasted, LOG, check=False)
+    server = fake_server(FAKE_DEMO)
+    bad = SECRET + end
+    monkeypatch.setenv(KEY_ENV, bad)
+    write_config(tmp_path, server.base_url)
+    proc = snakemake(tmp_path, LOG, check=False)
     assert proc.returncode != 0 and server.stats()["requests"] == 0
-    assert "api_key_env" in proc.stdout + proc.stderr
-    assert_no_secret(pasted, SECRET, proc.stdout, proc.stderr)
+    assert f"the API key in ${KEY_ENV} has U+00" in job_log(tmp_path)
+    assert_no_secret(tmp_path, bad, proc.stdout, proc.stderr)
 
-    # the server going away mid-run, part of the cache filled
-    down = tmp_path / "down"
-    down.mkdir()
-    write_config(down, f"http://127.0.0.1:{free_port()}/v1", llm={"retries": 0})
-    proc = snakemake(down, LOG, check=False)
-    assert proc.returncode != 0 and "connection error" in job_log(down)
-    assert_no_secret(down, SECRET, proc.stdout, proc.stderr)
+
+def test_a_response_echoing_the_key_fails_the_job_and_is_written_nowhere(
+    tmp_path, fake_server, monkeypatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server = fake_server(fake_demo_script(shapes=[{"kind": "echo_authorization", "match": "npm"}]))
+    write_config(tmp_path, server.base_url)
+    proc = snakemake(tmp_path, "--keep-going", LOG, check=False)
+    assert proc.returncode != 0 and server.stats()["faults"]["echo_authorization"] >= 1
+    assert "contains the API key of $GRUMEM_API_KEY" in job_log(tmp_path)
+    assert_no_secret(tmp_path, SECRET, proc.stdout, proc.stderr)
+
+
+def test_a_key_pasted_as_api_key_env_is_refused_and_written_nowhere(tmp_path, fake_server) -> None:
+    server = fake_server(FAKE_DEMO)
+    write_config(tmp_path, server.base_url, llm={"api_key_env": SECRET})
+    proc = snakemake(tmp_path, LOG, check=False)
+    assert proc.returncode != 0 and server.stats()["requests"] == 0
+    assert "llm.api_key_env' must be the NAME of an environment variable" in proc.stderr
+    assert_no_secret(tmp_path, SECRET, proc.stdout, proc.stderr)
+
+
+def test_the_key_is_in_no_file_after_a_connection_failure(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    write_config(tmp_path, f"http://127.0.0.1:{free_port()}/v1", llm={"retries": 0})
+    proc = snakemake(tmp_path, LOG, check=False)
+    assert proc.returncode != 0 and "connection error" in job_log(tmp_path)
+    assert_no_secret(tmp_path, SECRET, proc.stdout, proc.stderr)
 
 
 def test_failed_requests_fail_the_job_and_a_rerun_sends_only_them(tmp_path, fake_server) -> None:
