@@ -15,7 +15,16 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 import yaml
-from workflow_helpers import DEMO, REPO, env, files_under, read_lines, snakemake, write_config
+from workflow_helpers import (
+    DEMO,
+    REPO,
+    demo_project,
+    env,
+    files_under,
+    read_lines,
+    snakemake,
+    write_config,
+)
 
 from grumem.llm.local_server import free_port
 
@@ -241,6 +250,24 @@ def test_a_read_only_output_is_found_before_any_request(tmp_path, fake_server) -
         proc = grumem("responses", "--config", str(config), "--prompts", str(prompts),
                       "--out", str(tmp_path / "out.jsonl"))  # fmt: skip
         assert proc.returncode == 1 and f"{ro / 'cache'}: cannot write there" in proc.stderr
+        assert server.stats()["requests"] == 0
+
+
+def test_the_judge_finds_a_read_only_output_before_any_request(tmp_path, fake_server) -> None:
+    server = fake_server(FAKE_DEMO)
+    project = demo_project(labels={"source": "judge"})
+    config = write_config(
+        tmp_path, server.base_url, projects={"demo": project},
+        llm={"cache_dir": str(tmp_path / "cache")},
+    )  # fmt: skip
+    with read_only_dir(tmp_path / "ro") as ro:
+        proc = grumem(
+            "judge", "--config", str(config), "--project", "demo", "--queries",
+            str(DEMO / "queries.yaml"), "--out", str(ro / "labels.jsonl"), "--unparsed",
+            str(ro / "unjudged.jsonl"), str(DEMO / "chunks" / "demo-01-k8s-namespace.jsonl"),
+        )  # fmt: skip
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert f"{ro}: cannot write there" in proc.stderr
         assert server.stats()["requests"] == 0
 
 
