@@ -79,7 +79,7 @@ def _sessions(rng: random.Random) -> list[list[list[dict]]]:
 
 
 def generate(out: Path, turns: int, seed: int = 0) -> dict[str, int]:
-    """Write log.jsonl, labels.jsonl and calibration.jsonl under `out`, streaming."""
+    """Write chunks, queries, log, labels and calibration under `out`, streaming."""
     rng = random.Random(seed)
     template = load_template(DEFAULT_TEMPLATE)
     sessions = _sessions(rng)
@@ -89,6 +89,15 @@ def generate(out: Path, turns: int, seed: int = 0) -> dict[str, int]:
     evidence = {
         (q, sha): rng.random() < 0.2 for q in range(QUERIES) for session in shas for sha in session
     }
+    # kappa checks calibration pairs against the project's queries and chunks
+    with open(out / "chunks.jsonl", "w", encoding="utf-8") as f:
+        for s, session in enumerate(sessions):
+            for i, records in enumerate(session):
+                f.write(dumps({"session": f"s{s}", "index": i, "records": records}) + "\n")
+    with open(out / "queries.yaml", "w", encoding="utf-8") as f:
+        f.write(
+            dumps({"queries": [{"id": f"q{q}", "question": x} for q, x in enumerate(questions)]})
+        )
     with (
         open(out / "labels.jsonl", "w", encoding="utf-8") as lf,
         open(out / "calibration.jsonl", "w", encoding="utf-8") as cf,
@@ -236,6 +245,10 @@ def bench(turns: int, work: Path) -> dict:
             str(work / "labels.jsonl"),
             "--calibration",
             str(work / "calibration.jsonl"),
+            "--queries",
+            str(work / "queries.yaml"),
+            "--chunks",
+            str(work / "chunks.jsonl"),
             "--out",
             str(work / "kappa.json"),
         ],

@@ -31,7 +31,7 @@ from grumem.kappa import run_kappa
 from grumem.labels import MissingLabelsError
 from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
-from grumem.records import RecordError, dumps, read_jsonl, sha256_text, validate
+from grumem.records import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
 
 FIXTURE = FIXTURES_DIR / "export"
 FILES = ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl")
@@ -49,7 +49,12 @@ def work(tmp_path: Path) -> Path:
 
 def calibrate(work: Path) -> None:
     run_kappa(
-        str(work / "labels.jsonl"), str(work / "calibration.jsonl"), 10, str(work / "kappa.json")
+        str(work / "labels.jsonl"),
+        str(work / "calibration.jsonl"),
+        10,
+        str(work / "kappa.json"),
+        queries_path=FIXTURE / "queries.yaml",
+        chunk_paths=[work / "chunks.jsonl"],
     )
 
 
@@ -362,8 +367,11 @@ def test_rechunked_session_fails_not_joined_by_t(work: Path) -> None:
         rec["chunk_sha"] = sha256_text("re-chunked " + rec["chunk_sha"])
         lines.append(dumps(rec) + "\n")
     (work / "labels.jsonl").write_text("".join(lines), encoding="utf-8")
-    shutil.copy(work / "labels.jsonl", work / "calibration.jsonl")
-    calibrate(work)
+    # `grumem kappa` refuses a calibration of chunks the project does not have, so
+    # the κ record is re-stamped for these labels: the export's join is under test
+    kappa = json.loads((work / "kappa.json").read_text(encoding="utf-8"))
+    kappa["labels_sha256"] = sha256_file(work / "labels.jsonl")
+    (work / "kappa.json").write_text(json.dumps(kappa), encoding="utf-8")
     with pytest.raises(MissingLabelsError) as e:
         export(inputs(work))
     assert e.value.count == 24

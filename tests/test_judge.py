@@ -260,6 +260,8 @@ def test_kappa_against_the_demo_calibration(judged, tmp_path):
         str(DEMO / "calibration.jsonl"),
         20,
         str(tmp_path / "kappa.json"),
+        queries_path=QUERIES,
+        chunk_paths=[judged["chunks"]],
     )
     # fixtures/fake/judge.yaml's rules against the demo's 24 calibration pairs
     assert record["n"] == 24
@@ -556,7 +558,14 @@ def test_calibrate_sample_cli_then_finalize_gives_a_calibration_file(judged, tmp
     assert [(c["query_id"], c["chunk_sha"]) for c in cal] == sorted(
         (c["query_id"], c["chunk_sha"]) for c in cal
     )
-    record = run_kappa(str(labels), str(tmp_path / "cal.jsonl"), 20, str(tmp_path / "k.json"))
+    record = run_kappa(
+        str(labels),
+        str(tmp_path / "cal.jsonl"),
+        20,
+        str(tmp_path / "k.json"),
+        queries_path=QUERIES,
+        chunk_paths=[judged["chunks"]],
+    )
     assert record["n"] == 20 and -1 <= record["kappa"] <= 1
 
 

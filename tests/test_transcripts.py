@@ -519,3 +519,59 @@ def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
 
     r = run_cli("--budget", "10", "--out", str(tmp_path / "out"), str(RECORDS))
     assert r.returncode == 1 and "at least 50" in r.stderr
+
+
+# ------------------------------------------------------------------ bad input: one-line errors
+# (issue 17, items 9 and 12)
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    return r.stderr
+
+
+def test_cli_lone_surrogate_in_a_jsonl_transcript(tmp_path: Path) -> None:
+    # an emoji cut between its UTF-16 halves, as JavaScript's substring leaves it
+    bad = tmp_path / "cut.jsonl"
+    bad.write_text('{"role": "user", "text": "ok"}\n{"role": "user", "text": "bye \\ud83d"}\n')
+    err = one_line_error(run_cli("--format", "records", "--out", str(tmp_path / "o"), str(bad)))
+    assert f"{bad}:2: field 'text' lone surrogate \\ud83d" in err
+    claude = tmp_path / "claude.jsonl"
+    lines = CLAUDE.read_text(encoding="utf-8").splitlines(keepends=True)
+    n = next(i for i, x in enumerate(lines) if '"type":"user"' in x and '"content":"' in x)
+    lines[n] = lines[n].replace('"content":"', '"content":"\\udc00', 1)
+    claude.write_text("".join(lines), encoding="utf-8")
+    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(claude)))
+    assert f"{claude}:{n + 1}: field 'message.content' lone surrogate \\udc00" in err
+    assert not (tmp_path / "o").exists() or list((tmp_path / "o").iterdir()) == []
+
+
+def test_cli_lone_surrogate_in_a_json_document(tmp_path: Path) -> None:
+    doc = json.loads(OPENAI.read_text(encoding="utf-8"))
+    bad = tmp_path / "openai.json"
+    text = json.dumps(doc, indent=2).replace('"The nightly', '"\\ud83d The nightly', 1)
+    bad.write_text(text, encoding="utf-8")
+    line = text[: text.index("\\ud83d")].count("\n") + 1
+    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(bad)))
+    assert f"{bad}:{line}: field '1.content.0.text' lone surrogate \\ud83d" in err
+
+
+def test_cli_directory_and_missing_file(tmp_path: Path) -> None:
+    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(T / "records")))
+    assert f"{T / 'records'}: is a directory" in err and "*.jsonl" in err
+    missing = tmp_path / "missing.jsonl"
+    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(missing)))
+    assert f"{missing}: cannot read: No such file or directory" in err
+    err = one_line_error(run_cli("--format", "records", "--out", str(tmp_path / "o"), str(missing)))
+    assert f"{missing}: cannot read" in err
+
+
+@pytest.mark.parametrize("fmt", TRANSCRIPT_FORMATS)
+def test_cli_empty_transcript_is_an_error_naming_it(tmp_path: Path, fmt: str) -> None:
+    """An empty file read as zero sessions exited 0 and wrote nothing: the session
+    would vanish from the project without a word."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    err = one_line_error(run_cli("--format", fmt, "--out", str(tmp_path / "o"), str(empty)))
+    assert f"{empty}: empty file: no transcript to chunk" in err

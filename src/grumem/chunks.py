@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grumem.records import RecordError, read_jsonl, sha256_text
+from grumem.records import RecordError, open_input, read_jsonl, sha256_text
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {
@@ -60,7 +60,9 @@ def read_chunk_file(path: str | os.PathLike[str]) -> list[Chunk]:
     session's chunks must be in order and complete.
     """
     path = str(path)
-    if os.path.getsize(path) == 0:
+    with open_input(path) as f:  # a missing file or a directory: an error naming it
+        empty = not f.read(1)
+    if empty:
         raise RecordError(path, None, None, "empty chunk file: no chunks to read")
     chunks: list[Chunk] = []
     next_index: dict[str, int] = {}

@@ -202,6 +202,13 @@ def add_kappa(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("kappa", help="stage `kappa` (M5.2): Cohen's kappa of labels vs calibration")
     p.add_argument("--labels", required=True, help="labels.jsonl")
     p.add_argument("--calibration", required=True, help="an independent labelling of a sample")
+    p.add_argument("--queries", required=True, help="the project's queries YAML")
+    p.add_argument(
+        "--chunks",
+        nargs="+",
+        required=True,
+        help="the project's chunk files or directories: calibration pairs must be among them",
+    )
     p.add_argument(
         "--min-calibration",
         type=int,
@@ -215,7 +222,14 @@ def add_kappa(sub: argparse._SubParsersAction) -> None:
 def run_kappa(args: argparse.Namespace) -> int:
     from grumem.kappa import run_kappa as compute
 
-    r = compute(args.labels, args.calibration, args.min_calibration, args.out)
+    r = compute(
+        args.labels,
+        args.calibration,
+        args.min_calibration,
+        args.out,
+        queries_path=args.queries,
+        chunk_paths=args.chunks,
+    )
     print(
         f"kappa: {r['kappa']:.4f} over {r['n']} pairs (observed {r['observed_agreement']:.4f},"
         f" expected {r['expected_agreement']:.4f}) -> {args.out}"

@@ -11,7 +11,7 @@ import jsonschema
 import yaml
 
 from grumem.paths import SCHEMAS_DIR
-from grumem.records import RecordError, schema
+from grumem.records import RecordError, open_input, schema, strict_validator_class
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -59,7 +59,7 @@ def _copy(value: Any) -> Any:
 def validate_config(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
     """Validate in place, filling defaults; raise RecordError naming the field."""
     s = schema("config")
-    cls = _with_defaults(jsonschema.validators.validator_for(s))
+    cls = _with_defaults(strict_validator_class(s))
     errors = list(cls(s, format_checker=FORMATS).iter_errors(config))
     if errors:
         e = jsonschema.exceptions.best_match(errors)
@@ -75,20 +75,81 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
     return config
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that rejects a key repeated in one mapping.
+
+    PyYAML keeps the last of two `llm:` blocks without a word, so half of a
+    config would be ignored silently. Keys brought in by a merge (`<<: *base`)
+    may still be overridden: that is what merging is for."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = first.get(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+                if seen is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first on line {seen.start_mark.line + 1});"
+                        " keep one",
+                        key_node.start_mark,
+                    )
+                first[key] = key_node
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, path: str | os.PathLike[str]) -> Any:
+    """YAML text (from `path`, for messages) with unique keys; errors name file and line."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        why = getattr(e, "problem", None) or str(e)
+        line = mark.line + 1 if mark else None
+        raise RecordError(path, line, None, f"bad YAML: {why}") from None
+
+
+def read_text_file(path: str | os.PathLike[str]) -> str:
+    """A text input, UTF-8; an unreadable or non-UTF-8 file is a RecordError naming the line."""
+    with open_input(path) as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise RecordError(
+            path,
+            line,
+            None,
+            f"not UTF-8 ({e.reason} at byte {e.start}): save the file as UTF-8"
+            " (e.g. iconv -f latin1 -t utf-8)",
+        ) from None
+
+
 def load_yaml(path: str | os.PathLike[str]) -> Any:
-    """A YAML file; a syntax error names the file and line."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            return yaml.safe_load(f)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            why = getattr(e, "problem", None) or str(e)
-            line = mark.line + 1 if mark else None
-            raise RecordError(path, line, None, f"bad YAML: {why}") from None
+    """A YAML file: UTF-8, unique keys; an error names the file and line."""
+    return parse_yaml(read_text_file(path), path)
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    return validate_config(load_yaml(path) or {}, str(path))
+    data = load_yaml(path)
+    if data is None:
+        raise RecordError(path, None, None, "empty config file: expected `projects:` and settings")
+    return validate_config(data, str(path))
+
+
+def check_config_files(paths: Any) -> None:
+    """Re-read config files with grumem's loader: Snakemake's own keeps the last of two
+    duplicate keys; this makes a duplicate an error naming the key and line."""
+    for path in paths or ():
+        load_yaml(path)
 
 
 def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
@@ -96,6 +157,13 @@ def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     from grumem.records import validate
 
     data = load_yaml(path)
+    if data is None:
+        raise RecordError(
+            path,
+            None,
+            None,
+            "empty queries file: expected `queries:` with a list of {id, question}",
+        )
     validate(data, "queries", path)
     seen: set[str] = set()
     for i, q in enumerate(data["queries"]):

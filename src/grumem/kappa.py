@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grumem.chunks import iter_sessions
+from grumem.config import load_queries
 from grumem.errors import GrumemError
 from grumem.labels import Labels, load_labels
-from grumem.records import RecordError, sha256_file, validate, write_json
+from grumem.records import RecordError, read_jsonl_fast, sha256_file, validate, write_json
 
 
 class KappaError(GrumemError):
@@ -121,15 +123,96 @@ def kappa_record(
     }
 
 
+def check_independent(labels: Labels, calibration: Labels) -> None:
+    """The calibration must be another annotator's: κ of a labelling with itself is 1.
+
+    For judge labels the annotator is the judge's model, so this also refuses a
+    calibration the judge (or a copy of its labels) made; a person labels it."""
+    for name, line in calibration.annotators.items():
+        if name in labels.annotators:
+            raise RecordError(
+                calibration.path,
+                line,
+                "annotator",
+                f"{name!r} also made the labels ({labels.path}:{labels.annotators[name]}):"
+                " the calibration must be an independent labelling by someone else (for"
+                " judge labels, a person, not the judge); draw a sample with grumem"
+                " calibrate-sample and label it with calibrate-finalize --annotator NAME",
+            )
+
+
+def check_in_project(
+    path: str,
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    query_ids: Collection[str],
+    chunk_shas: Collection[str],
+) -> None:
+    """Every calibration pair is (a query of the project, a chunk of its sessions).
+
+    κ over pairs the project never runs measures nothing about its labels: 30
+    invented pairs copied into both files would give κ 1 and let the export run."""
+    for line, rec in rows:
+        if rec["query_id"] not in query_ids:
+            raise RecordError(
+                path,
+                line,
+                "query_id",
+                f"query {rec['query_id']!r} is not one of the project's queries"
+                f" ({', '.join(sorted(query_ids))}): calibrate the project's own pairs",
+            )
+        if rec["chunk_sha"] not in chunk_shas:
+            raise RecordError(
+                path,
+                line,
+                "chunk_sha",
+                f"chunk {rec['chunk_sha'][:12]}… is not a chunk of the project's sessions"
+                f" ({len(chunk_shas)} distinct chunks): calibrate the project's own chunks"
+                " (grumem calibrate-sample draws them)",
+            )
+
+
+def project_pairs(
+    queries_path: str | os.PathLike[str], chunk_paths: Sequence[str | os.PathLike[str]]
+) -> tuple[set[str], set[str]]:
+    """(query ids, chunk shas) of a project: its queries file and its chunk files."""
+    if not chunk_paths:
+        raise GrumemError("--chunks: give the project's chunk files (or directories)")
+    query_ids = {q["id"] for q in load_queries(queries_path)}
+    shas = {c.sha for _, chunks in iter_sessions(chunk_paths) for c in chunks}
+    if not shas:
+        raise GrumemError(f"no chunks in {', '.join(map(str, chunk_paths))}")
+    return query_ids, shas
+
+
 def run_kappa(
-    labels_path: str, calibration_path: str, min_calibration: int, out: str
+    labels_path: str,
+    calibration_path: str,
+    min_calibration: int,
+    out: str,
+    *,
+    queries_path: str | os.PathLike[str],
+    chunk_paths: Sequence[str | os.PathLike[str]],
 ) -> dict[str, Any]:
-    """Compute κ and write kappa.json atomically (nothing is written on error)."""
+    """Compute κ and write kappa.json atomically (nothing is written on error).
+
+    The calibration is checked first: another annotator's, and only pairs of
+    this project (its queries, its chunks)."""
     for what, p in (("labels", labels_path), ("calibration", calibration_path)):
         if not os.path.exists(p):
             raise GrumemError(f"{what} file {p} does not exist")
+        if os.path.isdir(p):
+            raise GrumemError(f"{what} file {p} is a directory, not a file")
+    if os.path.samefile(labels_path, calibration_path):
+        raise KappaError(
+            f"--calibration {calibration_path} is the labels file itself: κ needs an"
+            " independent labelling of a sample of the pairs"
+        )
     labels = load_labels(labels_path)
     calibration = load_labels(calibration_path)
+    check_independent(labels, calibration)
+    query_ids, shas = project_pairs(queries_path, chunk_paths)
+    rows = ((line, rec) for line, _, rec in read_jsonl_fast(calibration_path, "label"))
+    check_in_project(str(calibration_path), rows, query_ids, shas)
     result = kappa_between(labels, calibration, min_calibration)
     record = kappa_record(result, str(labels_path), str(calibration_path), min_calibration)
     validate(record, "kappa", out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from grumem.errors import GrumemError
 from grumem.records import RecordError, read_jsonl_fast
@@ -23,6 +23,8 @@ class Labels:
 
     path: str
     evidence: dict[Pair, bool]
+    # each annotator named in the file -> its first line (κ checks independence)
+    annotators: dict[str, int] = field(default_factory=dict)
 
     def get(self, query_id: str, chunk_sha: str) -> bool | None:
         """The label of the pair, or None when the file has none."""
@@ -65,6 +67,7 @@ def load_labels(path: str | os.PathLike[str]) -> Labels:
     path = str(path)
     evidence: dict[Pair, bool] = {}
     first_line: dict[Pair, int] = {}
+    annotators: dict[str, int] = {}
     for line, _, rec in read_jsonl_fast(path, "label"):
         pair = (rec["query_id"], rec["chunk_sha"])
         if pair in evidence:
@@ -79,7 +82,8 @@ def load_labels(path: str | os.PathLike[str]) -> Labels:
             )
         evidence[pair] = rec["evidence"]
         first_line[pair] = line
-    return Labels(path, evidence)
+        annotators.setdefault(rec["annotator"], line)
+    return Labels(path, evidence, annotators)
 
 
 def _tf(value: bool) -> str:

@@ -61,7 +61,14 @@ def load_template(
     path: str | os.PathLike[str] = DEFAULT_TEMPLATE, slots: tuple[str, ...] = SLOTS
 ) -> str:
     """Read a template and check it has each of `slots` exactly once."""
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise TemplateError(f"{path}: is a directory, not a template file") from None
+    except OSError as e:
+        raise TemplateError(f"{path}: cannot read the template: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise TemplateError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     for slot in slots:
         n = text.count("{" + slot + "}")
         if n != 1:

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -41,7 +42,15 @@ class RecordError(GrumemError, ValueError):
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        # readers reject lone surrogates with file and line; this is the last guard
+        raise GrumemError(
+            f"text holds a lone surrogate {_escape(text[e.start])} at character {e.start}:"
+            " not valid Unicode, it cannot be hashed or written"
+        ) from None
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -50,7 +59,7 @@ def sha256_bytes(data: bytes) -> str:
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -63,10 +72,26 @@ def schema(name: str) -> dict[str, Any]:
         return yaml.safe_load(f)
 
 
+def _is_strict_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def strict_validator_class(s: dict[str, Any]) -> type:
+    """The schema's validator class, with `integer` meaning a JSON integer.
+
+    jsonschema follows the spec's "a number with a zero fractional part is an
+    integer", so `"index": 2.0` would pass and break every `range()`, list
+    index and join on it later; records are written by programs, and 2.0
+    where an integer belongs is a bug upstream to report, not to coerce."""
+    cls = jsonschema.validators.validator_for(s)
+    checker = cls.TYPE_CHECKER.redefine("integer", _is_strict_integer)
+    return jsonschema.validators.extend(cls, type_checker=checker)
+
+
 @cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
     s = schema(name)
-    cls = jsonschema.validators.validator_for(s)
+    cls = strict_validator_class(s)
     cls.check_schema(s)
     return cls(s)
 
@@ -96,13 +121,70 @@ def validate(
         raise RecordError(path, line, _field_path(e), e.message)
 
 
+def open_input(path: str | os.PathLike[str], mode: str = "rb") -> IO[Any]:
+    """Open an input file; a missing file or a directory is a RecordError naming it."""
+    try:
+        return open(path, mode, encoding=None if "b" in mode else "utf-8")  # noqa: SIM115
+    except IsADirectoryError:
+        raise RecordError(path, None, None, "is a directory, not a file") from None
+    except OSError as e:
+        raise RecordError(path, None, None, f"cannot read: {e.strerror or e}") from None
+
+
+# A UTF-16 surrogate escape: JSON allows `\ud83d` alone, Python decodes it to a
+# string that cannot be encoded as UTF-8 (nor hashed, nor written back).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(ch: str) -> str:
+    return f"\\u{ord(ch):04x}"
+
+
+def lone_surrogate(value: Any, where: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """(field path, escape) of the first string (key or value) holding a lone surrogate."""
+    if isinstance(value, str):
+        m = _SURROGATE.search(value)
+        return None if m is None else (".".join(where), _escape(m.group()))
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = lone_surrogate(k, (*where, k)) or lone_surrogate(v, (*where, k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = lone_surrogate(v, (*where, str(i)))
+            if found:
+                return found
+    return None
+
+
+def check_no_lone_surrogate(
+    path: str | os.PathLike[str], line: int | None, obj: Any, raw: bytes | None = None
+) -> None:
+    """RecordError naming the field when a JSON value holds half a UTF-16 surrogate pair
+    (common in text cut by JavaScript); `raw` lets clean lines skip the walk."""
+    if raw is not None and not _SURROGATE_ESCAPE.search(raw):
+        return
+    found = lone_surrogate(obj)
+    if found:
+        field, esc = found
+        raise RecordError(
+            path,
+            line,
+            field or None,
+            f"lone surrogate {esc} (half of a UTF-16 pair, as left by text cut in"
+            " JavaScript): not valid Unicode; remove it or complete the pair",
+        )
+
+
 def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, Any]]:
     """(line number, raw bytes, parsed JSON) of a JSON Lines file, streaming.
 
     Blank lines are an error, not skipped: a stray blank line in a recorded
     file means it was edited by hand, and the reader should say so.
     """
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         for lineno, raw in enumerate(f, start=1):
             try:
                 text = raw.decode("utf-8")
@@ -116,6 +198,7 @@ def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, 
             except json.JSONDecodeError as e:
                 why = f"bad JSON: {e.msg} at column {e.colno}"
                 raise RecordError(path, lineno, None, why) from None
+            check_no_lone_surrogate(path, lineno, obj, raw)
             yield lineno, raw, obj
 
 
@@ -135,7 +218,34 @@ def fast_validator(schema_name: str) -> Callable[[Any], Any]:
     validation alone); the compiled check takes 20-150 µs. A record it rejects
     is re-checked by jsonschema, the reference, whose error names the field.
     """
-    return fastjsonschema.compile(schema(schema_name))
+    return compile_fast(schema(schema_name))
+
+
+def compile_fast(s: dict[str, Any]) -> Callable[[Any], Any]:
+    """fastjsonschema.compile, with `integer` meaning a JSON integer (as
+    strict_validator_class does for jsonschema): its draft-06+ code generator
+    lets 2.0 pass as an integer, so its `type` check is generated here."""
+    base = fastjsonschema._get_code_generator_class(s)
+    generator_cls = type("StrictIntegers" + base.__name__, (base,), {"generate_type": _strict_type})
+    resolver = fastjsonschema.RefResolver.from_schema(s, handlers={}, store={})
+    generator = generator_cls(s, resolver=resolver)
+    namespace = generator.global_state
+    exec(generator.func_code, namespace)  # noqa: S102 (what fastjsonschema.compile does)
+    return namespace[resolver.get_scope_name()]
+
+
+def _strict_type(self: Any) -> None:
+    from fastjsonschema.draft04 import JSON_TYPE_TO_PYTHON_TYPE
+    from fastjsonschema.generator import enforce_list
+
+    types = enforce_list(self._definition["type"])
+    if "integer" not in types or "number" in types:
+        return type(self).__mro__[1].generate_type(self)
+    python_types = ", ".join(JSON_TYPE_TO_PYTHON_TYPE[t] for t in types)
+    # bool is an int in Python, not an integer in JSON
+    extra = "" if "boolean" in types else f" or isinstance({self._variable}, bool)"
+    with self.l("if not isinstance({variable}, ({})){}:", python_types, extra):
+        self.exc("{name} must be {}", " or ".join(types), rule="type")
 
 
 def read_jsonl_fast(
@@ -223,7 +333,11 @@ def write_jsonl(
         for n, record in enumerate(records, start=1):
             if schema_name is not None:
                 validate(record, schema_name, path, n)
-            f.write(dumps(record))
+            try:
+                f.write(dumps(record))
+            except UnicodeEncodeError:
+                check_no_lone_surrogate(path, n, record)  # names the field
+                raise
             f.write("\n")
     return n
 

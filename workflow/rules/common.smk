@@ -8,12 +8,14 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grumem.config import validate_config
+from grumem.config import check_config_files, validate_config
 from grumem.records import RecordError
 
 # snakemake's validate fills defaults only under `properties`; grumem's own
 # validator also fills each project's entry, so jobs and DAG agree.
+# Snakemake's loader keeps the last of two duplicate keys; grumem's refuses them.
 try:
+    check_config_files(workflow.configfiles)
     validate_config(config, "config")
 except RecordError as e:
     raise WorkflowError(f"invalid config: {e}")

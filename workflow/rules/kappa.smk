@@ -2,6 +2,8 @@ rule kappa:
     input:
         labels=labels_file,
         calibration=calibration_file,
+        queries=queries_file,
+        chunks=project_chunks,
     output:
         "results/{project}/kappa.json",
     log:
@@ -14,4 +16,5 @@ rule kappa:
         min_calibration=config["export"]["min_calibration"],
     shell:
         "grumem kappa --labels {input.labels} --calibration {input.calibration}"
+        " --queries {input.queries:q} --chunks {input.chunks:q}"
         " --min-calibration {params.min_calibration} --out {output} 2> {log}"

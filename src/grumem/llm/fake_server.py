@@ -49,6 +49,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from grumem.config import UniqueKeyLoader
 from grumem.errors import GrumemError
 from grumem.prompt import NO_PREVIOUS_MEMORY
 from grumem.records import RecordError, atomic_writer, dumps, sha256_bytes
@@ -353,7 +354,7 @@ def load_script(source: str | os.PathLike[str] | Mapping[str, Any]) -> Script:
     except OSError as e:
         raise FakeServerError(f"cannot read script {path}: {e.strerror}") from None
     try:
-        value = yaml.safe_load(text)  # JSON is YAML
+        value = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (safe); JSON is YAML
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = None if mark is None else mark.line + 1

@@ -14,8 +14,9 @@ import re
 from types import ModuleType
 
 from grumem.errors import GrumemError
+from grumem.records import RecordError, open_input
 from grumem.transcripts import claude_code, mini_swe_agent, openai_chat, records, swe_agent
-from grumem.transcripts.base import Head, Session
+from grumem.transcripts.base import HEAD_BYTES, Head, Session
 
 __all__ = [
     "FORMATS",
@@ -53,7 +54,21 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 def read_transcript(
     path: str | os.PathLike[str], fmt: str = "auto", drop_thinking: bool = False
 ) -> tuple[str, list[Session]]:
-    """(format, sessions) of one transcript file; session ids are made safe as file names."""
+    """(format, sessions) of one transcript file; session ids are made safe as file names.
+
+    An empty file is an error, whatever the format: read as zero sessions it
+    would end the chunk job successfully with no chunk file, and the project
+    would lose the session without a word (a file cut by a full disk, a copy
+    that failed)."""
+    if os.path.isdir(path):
+        raise RecordError(
+            path, None, None, f"is a directory: give the transcript files in it ({path}/*.jsonl)"
+        )
+    with open_input(path) as f:
+        # `all` stops at the first block holding more than white space
+        empty = all(not block.strip() for block in iter(lambda: f.read(HEAD_BYTES), b""))
+    if empty:
+        raise RecordError(path, None, None, "empty file: no transcript to chunk")
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt not in FORMATS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -100,13 +101,26 @@ def require(
 
 def load_json_document(path: str | os.PathLike[str]) -> Any:
     """A whole-file JSON document; syntax errors name the line."""
+    with records.open_input(path) as f:
+        data = f.read()
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        text = data.decode("utf-8")
+        doc = json.loads(text)
     except UnicodeDecodeError as e:
         raise RecordError(path, None, None, f"not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
+    found = records.lone_surrogate(doc)
+    if found:
+        # the line of the first lone escape in the text: the walk knows the field, not the line
+        m = _LONE_ESCAPE.search(text)
+        line = None if m is None else text.count("\n", 0, m.start()) + 1
+        records.check_no_lone_surrogate(path, line, doc)
+    return doc
+
+
+_HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_LONE_ESCAPE = re.compile(rf"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}")
 
 
 def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:

@@ -1,0 +1,103 @@
+"""config.py's YAML loading: UTF-8 only, unique keys, an empty file said as such;
+every error names the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from workflow_helpers import snakemake, write_config
+
+from grumem.config import check_config_files, load_config, load_queries, load_yaml
+from grumem.llm.fake_server import load_script
+from grumem.paths import FIXTURES_DIR
+from grumem.records import RecordError
+
+QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
+
+
+def test_latin1_queries_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "queries.yaml"
+    path.write_bytes(QUERIES.encode("latin-1"))
+    with pytest.raises(RecordError) as e:
+        load_queries(path)
+    assert e.value.line == 3
+    assert str(e.value).startswith(f"{path}:3: not UTF-8")
+    assert "save the file as UTF-8" in str(e.value)
+    path.write_bytes(QUERIES.encode("utf-8"))
+    assert load_queries(path) == [{"id": "q1", "question": "Où est le café ?"}]
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n"])
+def test_empty_queries_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "queries.yaml"
+    path.write_text(text)
+    with pytest.raises(RecordError, match=r"queries\.yaml: empty queries file: expected"):
+        load_queries(path)
+
+
+def test_empty_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("")
+    with pytest.raises(RecordError, match=r"config\.yaml: empty config file"):
+        load_config(path)
+
+
+DUPLICATE_LLM = """\
+projects:
+  p: {chunks: c/*.jsonl, queries: q.yaml}
+llm:
+  model: a
+loop:
+  samples: 1
+llm:
+  model: b
+"""
+
+
+def test_duplicate_top_level_key_names_key_and_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(DUPLICATE_LLM)
+    with pytest.raises(RecordError) as e:
+        load_config(path)
+    assert e.value.line == 7
+    assert "duplicate key 'llm' (first on line 3)" in str(e.value)
+    with pytest.raises(RecordError, match="duplicate key 'llm'"):
+        check_config_files([path])
+
+
+def test_duplicate_nested_key_and_duplicate_query_fields(tmp_path: Path) -> None:
+    path = tmp_path / "queries.yaml"
+    path.write_text("queries:\n  - id: q1\n    question: a?\n    id: q2\n")
+    with pytest.raises(RecordError, match=r"queries\.yaml:4: bad YAML: duplicate key 'id'"):
+        load_queries(path)
+
+
+def test_merge_keys_may_still_override(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("base: &b {a: 1, b: 2}\nderived:\n  <<: *b\n  b: 3\n")
+    assert load_yaml(path)["derived"] == {"a": 1, "b": 3}
+
+
+def test_fake_server_script_with_duplicate_keys(tmp_path: Path) -> None:
+    text = (FIXTURES_DIR / "fake" / "demo.yaml").read_text(encoding="utf-8")
+    assert load_script(FIXTURES_DIR / "fake" / "demo.yaml")
+    path = tmp_path / "script.yaml"
+    path.write_text(text + "model: other-model\n")
+    with pytest.raises(RecordError, match="duplicate key 'model'"):
+        load_script(path)
+
+
+def test_check_config_files_accepts_the_bundled_config() -> None:
+    check_config_files([Path(__file__).parents[1] / "config.yaml"])
+    check_config_files(None)
+
+
+def test_snakemake_refuses_a_config_file_with_duplicate_keys(tmp_path: Path) -> None:
+    """Snakemake's own configfile loader keeps the last key; the workflow re-reads
+    its config files through grumem's loader before it plans anything."""
+    path = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    path.write_text(path.read_text(encoding="utf-8") + "shard_size: 5\n", encoding="utf-8")
+    proc = snakemake(tmp_path, "-n", "export", check=False)
+    assert proc.returncode != 0
+    assert "duplicate key 'shard_size'" in proc.stdout + proc.stderr
