@@ -477,6 +477,9 @@ def test_demo_script_answers_the_demo_prompts(fake_server):
         ({"faults": {"rate": 0.1, "kinds": ["timeout"]}}, "faults.kinds"),
         ({"capacity": {"completion_tokens": {"fixed": 3}}}, "capacity"),
         ({"modle": "x"}, "modle"),
+        ({"shapes": [{"kind": "teapot"}]}, "shapes[0].kind"),
+        ({"shapes": [{"kind": "sse", "match": "("}]}, "shapes[0].match"),
+        ({"shapes": {"kind": "sse"}}, "shapes"),
     ],
 )
 def test_bad_scripts_name_the_field(script: dict, field: str):
@@ -549,3 +552,42 @@ def test_loopback_hosts_are_accepted():
         "::1",
         "127.0.0.1",
     ]
+
+
+def test_misbehaving_shapes_as_seen_on_the_wire(module_fake_server):
+    """Each scripted misbehaviour (issue 17), for the requests its `match` finds."""
+    server = module_fake_server.use(
+        {
+            "model": "m",
+            "default": {"content": "hi"},
+            "shapes": [
+                {"kind": "empty_choices", "match": "^empty$"},
+                {"kind": "null_content", "match": "^null$"},
+                {"kind": "sse", "match": "^sse$"},
+                {"kind": "echo_authorization", "match": "^echo$"},
+                {"kind": "not_found", "match": "^missing$"},
+            ],
+        }
+    )
+    assert json.loads(post(server, chat("empty"))[2])["choices"] == []
+    status, _, body = post(server, chat("null"))
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] is None
+    status, headers, body = post(server, chat("sse"))
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    assert body.startswith(b"data: {") and body.endswith(b"data: [DONE]\n\n")
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-echoed"}
+    try:
+        conn.request("POST", "/v1/chat/completions", body=chat("echo"), headers=headers)
+        echoed = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    assert echoed["received_headers"] == {"authorization": "Bearer sk-echoed"}
+    status, _, body = post(server, chat("missing"))
+    error = json.loads(body)["error"]
+    assert status == 404 and error["code"] == "model_not_found"
+    assert error["message"].startswith("The model `fake-model` does not exist")
+    assert content_of(post(server, chat("fine"))[2]) == "hi"
+    assert server.stats()["faults"] == {
+        k: 1 for k in ("empty_choices", "null_content", "sse", "echo_authorization", "not_found")
+    }

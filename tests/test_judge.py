@@ -303,26 +303,26 @@ def test_a_parse_failure_is_listed_and_never_labelled(module_fake_server, tmp_pa
     assert "1 pair(s) have no label: the export will refuse to run" in text
 
 
-def test_failed_requests_are_listed_and_a_rerun_resends_only_them(module_fake_server, tmp_path):
+def test_failed_requests_fail_the_job_and_a_rerun_resends_only_them(module_fake_server, tmp_path):
     chunks = [DEMO / "chunks" / "demo-01-k8s-namespace.jsonl"]
     faults = {"rate": 0.4, "kinds": ["500"], "seed": 3}
     server = module_fake_server.use(judge_script(faults=faults))
     settings = make_settings(server.base_url, tmp_path / "cache")
     out, side = tmp_path / "labels.jsonl", tmp_path / "unjudged.jsonl"
-    stats = run(chunks, QUERIES, out, side, settings)
-    failed = list(read_jsonl(side, "unjudged"))
-    assert 0 < stats["request_failed"] == len(failed) < 14
-    assert stats["labelled"] + len(failed) == 14
-    assert {u["reason"] for u in failed} == {"request_failed"}
-    assert all("failed after 1 attempt(s): status 500" in u["detail"] for u in failed)
+    # a failed request is no result: nothing written, so the rerun has to happen
+    with pytest.raises(GrumemError) as info:
+        run(chunks, QUERIES, out, side, settings)
+    failed = server.stats()["faults"]["500"]
+    assert 0 < failed < 14
+    message = str(info.value)
+    assert f"{failed} of 14 judge requests failed after their retries" in message
+    assert "failed after 1 attempt(s): status 500: HTTP 500: internal server error" in message
+    assert "a rerun sends only the failed requests" in message
+    assert not out.exists() and not side.exists()
     server.use(judge_script())  # the server recovers
     stats = run(chunks, QUERIES, out, side, settings)
-    assert (stats["labelled"], stats["from_cache"], stats["sent"]) == (
-        14,
-        14 - len(failed),
-        len(failed),
-    )
-    assert server.stats()["requests"] == len(failed)
+    assert (stats["labelled"], stats["from_cache"], stats["sent"]) == (14, 14 - failed, failed)
+    assert server.stats()["requests"] == failed
     assert side.read_bytes() == b""
 
 
@@ -330,7 +330,7 @@ def test_every_request_failing_is_an_error(module_fake_server, tmp_path):
     server = module_fake_server.use(judge_script(outage=True))
     settings = make_settings(server.base_url, tmp_path / "cache")
     chunks = [DEMO / "chunks" / "demo-03-npm-peer-deps.jsonl"]
-    with pytest.raises(GrumemError, match=r"every judge request failed \(6 sent\)"):
+    with pytest.raises(GrumemError, match=r"every judge request failed: 6 of 6"):
         run(chunks, QUERIES, tmp_path / "l.jsonl", tmp_path / "u.jsonl", settings)
     assert not (tmp_path / "l.jsonl").exists()
 

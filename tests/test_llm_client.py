@@ -484,3 +484,148 @@ def test_config_and_mode_errors(tmp_path):
     }
     client = LLMClient.from_config(llm)
     assert (client.mode, client.concurrency, client.retries) == ("replay", 2, 1)
+
+
+# ------------------------------------------------- (h) issue 17: secrets, answers, models
+
+SECRET = "sk-grumem-SECRET-4b8e2d6f1a"
+
+
+def key_forms(key: str) -> list[str]:
+    """Every spelling of `key` a leak could take (checked independently of the client's)."""
+    from urllib.parse import quote
+
+    raw = key.encode()
+    return [key, key.strip(), repr(key)[1:-1], repr(raw)[2:-1], json.dumps(key)[1:-1], quote(key)]
+
+
+@pytest.mark.parametrize("bad", ["\n", "\r\n", "\t", "\x1b", " ", "\x7f"])
+def test_key_with_a_control_character_is_refused_without_showing_it(tmp_path, monkeypatch, bad):
+    monkeypatch.setenv(KEY_ENV, SECRET + bad)
+    with pytest.raises(GrumemError) as info:
+        make_client("http://127.0.0.1:9/v1", tmp_path)
+    message = str(info.value)
+    assert KEY_ENV in message and "is not shown" in message
+    assert "grumem-SECRET" not in message and "sk-" not in message
+
+
+def test_api_key_env_must_be_a_variable_name_and_is_not_echoed(tmp_path):
+    from grumem.config import validate_config
+
+    with pytest.raises(GrumemError) as info:
+        make_client("http://127.0.0.1:9/v1", tmp_path, api_key_env=SECRET)
+    assert "NAME of an environment variable" in str(info.value)
+    assert "grumem-SECRET" not in str(info.value)
+    config = {"projects": {"p": {"chunks": "c", "queries": "q"}}, "llm": {"api_key_env": SECRET}}
+    with pytest.raises(GrumemError) as info:
+        validate_config(config, "my.yaml")
+    assert "llm.api_key_env" in str(info.value) and "grumem-SECRET" not in str(info.value)
+    ok = {"projects": {"p": {"chunks": "c", "queries": "q"}}, "llm": {"api_key_env": "MY_KEY_2"}}
+    assert validate_config(ok)["llm"]["api_key_env"] == "MY_KEY_2"
+
+
+def test_scrub_removes_every_representation_of_the_key():
+    from urllib.parse import quote
+
+    from grumem.llm.client import scrub, secret_forms
+
+    key = SECRET + "\n"
+    texts = [
+        f"Illegal header value b'Bearer {SECRET}\\n'",  # the h11 error, as a bytes repr
+        f"header {key!r}",
+        f"json {json.dumps({'k': key})}",
+        "url https://h/v1?key=" + quote(key, safe=""),
+        f"raw {key} and stripped {SECRET}.",
+    ]
+    for text in texts:
+        out = scrub(text, secret_forms(key))
+        assert "[api key]" in out, (text, out)
+        assert "SECRET" not in out, (text, out)
+
+
+def test_a_response_echoing_the_key_is_neither_cached_nor_recorded(
+    module_fake_server, tmp_path, monkeypatch
+):
+    from grumem.llm.client import KeyInResponse
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server = module_fake_server.use(
+        {
+            "model": MODEL,
+            "default": {"content": REPLY},
+            "shapes": [{"kind": "echo_authorization", "match": "echo"}],
+        }
+    )
+    cache = tmp_path / "cache"
+    ok = asyncio.run(run_all(make_client(server.base_url, cache), [body_for(1)]))
+    assert ok[0].ok
+    body = body_for(2, "echo")
+    with pytest.raises(KeyInResponse) as info:
+        asyncio.run(run_all(make_client(server.base_url, cache), [body]))
+    message = str(info.value)
+    assert request_sha(body) in message and "b2" in message and KEY_ENV in message
+    assert not any(form in message for form in key_forms(SECRET))
+    assert request_sha(body) not in set(ResponseCache(cache).shas())
+    for p in tmp_path.rglob("*"):
+        if p.is_file():
+            assert SECRET.encode() not in p.read_bytes(), p
+    # an entry written before this check (by hand here) is refused on a cache hit too
+    sha = request_sha(body)
+    echoed = dict(ok[0].attempts[-1], body=ok[0].attempts[-1]["body"] + SECRET)
+    echoed["sha256"] = sha256_text(echoed["body"])
+    ResponseCache(cache).put(sha, [echoed])
+    with pytest.raises(KeyInResponse, match=sha):
+        asyncio.run(run_all(make_client(None, cache, mode="replay"), [body]))
+
+
+@pytest.mark.parametrize("kind", ["null_content", "empty_choices", "sse"])
+def test_a_200_that_is_no_answer_is_retried_and_never_cached(module_fake_server, tmp_path, kind):
+    server = module_fake_server.use(
+        {"model": MODEL, "default": {"content": REPLY}, "shapes": [{"kind": kind}]}
+    )
+    body = body_for(1)
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path, retries=2), [body]))
+    assert not ex.ok and [a["status"] for a in ex.attempts] == [200, 200, 200]
+    assert all(a["error"].startswith("HTTP 200 but") for a in ex.attempts)
+    assert all(a["body"] for a in ex.attempts)  # what the server sent is recorded
+    assert server.stats()["by_sha"] == {request_sha(body): 3}
+    assert not list(ResponseCache(tmp_path).shas())
+    assert is_answer(200, b'{"choices":[{"message":{"content":""}}]}')[0] is False
+    refusal = b'{"choices":[{"message":{"content":null,"refusal":"I cannot"}}]}'
+    assert is_answer(200, refusal) == (True, None)
+
+
+def test_a_404_records_the_body_and_shows_the_servers_error_text(module_fake_server, tmp_path):
+    server = module_fake_server.use(
+        {"model": MODEL, "default": {"content": REPLY}, "shapes": [{"kind": "not_found"}]}
+    )
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path), [body_for(1)]))
+    assert not ex.ok and len(ex.attempts) == 1 and ex.response["status"] == 404
+    assert "model_not_found" in ex.response["body"]
+    expected = f"HTTP 404: The model `{MODEL}` does not exist or you do not have access to it."
+    assert ex.response["error"] == expected
+    assert expected in ex.failure("t1")
+
+
+def test_the_answering_model_is_recorded_and_a_mismatch_refused(module_fake_server, tmp_path):
+    from grumem.llm.client import ModelMismatch
+
+    evil = {"model": "gpt-4o-evil-substitute", "default": {"content": REPLY}}
+    server = module_fake_server.use(evil)
+    body = body_for(1)
+    with pytest.raises(ModelMismatch) as info:
+        asyncio.run(run_all(make_client(server.base_url, tmp_path), [body]))
+    message = str(info.value)
+    assert request_sha(body) in message and "'gpt-4o-evil-substitute'" in message
+    assert "llm.accept_models" in message
+    assert not list(ResponseCache(tmp_path).shas())  # a fixed server gets the request again
+    for accept in (["gpt-4o-evil-substitute"], ["gpt-4o-*"], ["*"]):
+        client = make_client(server.base_url, tmp_path / str(accept), accept_models=accept)
+        (ex,) = asyncio.run(run_all(client, [body]))
+        assert ex.ok and ex.response_model == "gpt-4o-evil-substitute"
+    # a cached answer is checked as well: accepted before, refused once the rule is gone
+    with pytest.raises(ModelMismatch):
+        asyncio.run(run_all(make_client(None, tmp_path / "['*']", mode="replay"), [body]))
+    server.use({"model": MODEL, "default": {"content": REPLY}})
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path / "same"), [body]))
+    assert ex.ok and ex.response_model == MODEL

@@ -76,6 +76,7 @@ def test_real_prompts_with_grammar_parse(tmp_path):
                 body = build_body(model, messages, params, grammar)
                 ex = await llm.complete(body, f"t={t + 1}")
                 assert ex.ok, ex.failure()
+                assert ex.response_model == model  # llama.cpp answers as the alias it serves
                 text = json.loads(ex.response["body"])["choices"][0]["message"]["content"]
                 answers.append(text)
                 gate = parse_gate_response(text)  # raises ParseError naming the tag

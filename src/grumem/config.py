@@ -16,6 +16,16 @@ from grumem.paths import SCHEMAS_DIR
 from grumem.records import RecordError, open_input, schema, strict_validator_class
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The config schema's own formats. Snakemake's validation ignores formats, so a
+# value it must not echo (a key pasted as a variable name) is checked only here,
+# where the message leaves the value out.
+FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@FORMATS.checks("env-var-name")
+def _is_env_var_name(value: object) -> bool:
+    return not isinstance(value, str) or ENV_VAR_NAME.match(value) is not None
 
 
 def _with_defaults(validator_cls: type) -> type:
@@ -52,11 +62,18 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
     """Validate in place, filling defaults; raise RecordError naming the field."""
     s = schema("config")
     cls = _with_defaults(strict_validator_class(s))
-    errors = list(cls(s).iter_errors(config))
+    errors = list(cls(s, format_checker=FORMATS).iter_errors(config))
     if errors:
         e = jsonschema.exceptions.best_match(errors)
         field = ".".join(str(p) for p in e.absolute_path) or None
-        raise RecordError(source, None, field, e.message)
+        message = e.message
+        if e.validator == "format" and e.validator_value == "env-var-name":
+            # a value that is not a variable name may be a key pasted in its place
+            message = (
+                "must be the NAME of an environment variable (^[A-Za-z_][A-Za-z0-9_]*$), "
+                "not the key itself; the value is not shown"
+            )
+        raise RecordError(source, None, field, message)
     return expand_paths(config, os.environ, source)
 
 

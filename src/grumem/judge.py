@@ -12,10 +12,12 @@ and the same `llm.mode: replay`, which reproduces labels.jsonl byte for byte
 with no server. The judge's endpoint, model and sampling may differ from the
 rollout's (`labels.judge`); a null field there takes the `llm` section's value.
 
-A pair whose answer does not parse strictly, whose request failed, or whose
-prompt does not fit the budget gets no label. It is written to the
-`unjudged` side file and counted, never guessed; the export then refuses to
-run, naming the pairs without a label.
+A pair whose answer does not parse strictly, or whose prompt does not fit
+the budget, gets no label. It is written to the `unjudged` side file and
+counted, never guessed; the export then refuses to run, naming the pairs
+without a label. A request that failed after its retries is no result: the
+job fails without writing anything, and its rerun sends only the failed
+requests (the answers received are in the cache).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from grumem.chunks import Chunk, iter_sessions
@@ -46,7 +49,7 @@ from grumem.llm.request import build_body, sampling_params
 from grumem.paths import TEMPLATES_DIR
 from grumem.progress import Progress
 from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill, load_template
-from grumem.records import RecordError, read_jsonl, write_jsonl
+from grumem.records import RecordError, check_writable, read_jsonl, write_jsonl
 from grumem.tokens import count_tokens
 
 DEFAULT_TEMPLATE = TEMPLATES_DIR / "judge.txt"
@@ -337,6 +340,11 @@ def run(
 ) -> dict[str, int]:
     """Judge every (query, chunk) of the chunk files; write labels and the side file atomically."""
     s = JudgeSettings.from_settings(settings)
+    # an unwritable output place is found before any request is paid for
+    for path in (out_path, unjudged_path):
+        check_writable(Path(path).parent)
+    if s.mode == "live":
+        check_writable(s.llm["cache_dir"])
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
     n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
@@ -356,10 +364,17 @@ def run(
             _judge_with_client(iter_pairs(chunk_paths, queries), s, base_url, template, progress)
         )
     failed = [u for u in unjudged if u["reason"] == "request_failed"]
-    if failed and len(failed) == counters["requests"]:
+    if failed:
+        every = "every judge request failed: " if len(failed) == counters["requests"] else ""
+        down = (
+            " Is the server at labels.judge.base_url (or llm.base_url) up?"
+            if any("no response" in u["detail"] for u in failed)
+            else ""
+        )
         raise GrumemError(
-            f"every judge request failed ({len(failed)} sent); the first: {failed[0]['detail']}. "
-            "Is the server at labels.judge.base_url (or llm.base_url) up?"
+            f"{every}{len(failed)} of {counters['requests']} judge requests failed after their "
+            f"retries; the first: {failed[0]['detail']}.{down} Nothing written to {out_path}; "
+            "the answers received are cached, so a rerun sends only the failed requests"
         )
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")

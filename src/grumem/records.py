@@ -8,6 +8,7 @@ finished one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -266,12 +267,44 @@ def dumps(record: Any) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+# errors only a write meets: the one-line message names the file being written
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
+
+
+class WriteError(GrumemError):
+    """An output that cannot be written (disk full, read-only), naming the path."""
+
+
+def _write_error(path: str | os.PathLike[str], e: OSError) -> WriteError:
+    why = e.strerror or str(e)
+    return WriteError(f"{path}: cannot write: {why}; free space or choose a writable place")
+
+
+def check_writable(directory: str | os.PathLike[str]) -> None:
+    """Create `directory` if needed and make (and remove) a file in it: a read-only or
+    unwritable output place is an error before the work, not after it."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".grumem-probe.", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise WriteError(
+            f"{directory}: cannot write there: {e.strerror or e}; make it writable "
+            "(nothing was sent yet)"
+        ) from None
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside `path`; rename it over `path` only on success."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _write_error(path, e) from None
     try:
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as f:
@@ -283,9 +316,11 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in _WRITE_ERRNOS:
+            raise _write_error(path, e) from None
         raise
 
 

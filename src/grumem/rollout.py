@@ -15,6 +15,7 @@ import sys
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from itertools import groupby
+from pathlib import Path
 from typing import IO, Any
 
 from grumem.errors import GrumemError
@@ -23,7 +24,7 @@ from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.request import build_body, sampling_params
 from grumem.progress import Progress
 from grumem.prompt import Budget, BudgetError, check_budget, memory_text
-from grumem.records import read_jsonl, write_jsonl
+from grumem.records import check_writable, read_jsonl, write_jsonl
 from grumem.tokens import count_tokens
 
 
@@ -99,6 +100,7 @@ async def run_trajectory(
                     "request": ex.request,
                     "response": ex.response,
                     "attempts": list(ex.attempts),
+                    "response_model": ex.response_model,
                 }
             )
             progress.answers += 1
@@ -110,7 +112,7 @@ async def run_trajectory(
                         "chunk_sha": turn["chunk_sha"],
                         "reason": "request_failed",
                         "component": None,
-                        "detail": ex.response.get("error") or f"HTTP {ex.response['status']}",
+                        "detail": ex.failure(f"{turn['trajectory_id']} t={turn['t']} ask={ask}"),
                     }
                 )
                 progress.dropped += 1
@@ -169,6 +171,10 @@ def run(
     """Run the loop over a prompts file and write its responses file atomically."""
     s = LoopSettings.from_settings(settings)
     prompts = list(read_jsonl(prompts_path, "prompt"))
+    # a read-only or missing output place is found before any request is paid for
+    check_writable(Path(out_path).parent)
+    if s.llm["mode"] == "live":
+        check_writable(s.llm["cache_dir"])
     with ExitStack() as stack:
         streams: list[IO[str]] = [sys.stderr]
         if log_path:
@@ -182,14 +188,9 @@ def run(
             base_url = server.base_url
             progress.emit()
         records = asyncio.run(_run_with_client(prompts, s, base_url, progress))
-    exchanges = [r for r in records if r["kind"] == "exchange"]
-    if exchanges and not any(r["response"]["status"] == 200 for r in exchanges):
-        first = exchanges[0]["response"]
-        raise GrumemError(
-            f"every request failed ({len(exchanges)} sent); the first: "
-            f"{first.get('error') or 'HTTP ' + str(first['status'])}. "
-            f"Is the server at llm.base_url up?"
-        )
+    failure = failed_requests_message(records, out_path)
+    if failure is not None:
+        raise GrumemError(failure)
     write_jsonl(out_path, records, "response")
     return {
         "turns": progress.done,
@@ -197,6 +198,34 @@ def run(
         "parsed": progress.parsed,
         "aborted": progress.dropped,
     }
+
+
+def failed_requests_message(records: list[dict], out_path: object) -> str | None:
+    """None when every request was answered; else one line saying how many failed
+    after their retries, why, and what to do.
+
+    A failed request is no result: the job writes nothing, so Snakemake
+    reruns it, and the answers already received are in the cache, so the
+    rerun sends only the requests that failed."""
+    failed = [r for r in records if r["kind"] == "abort" and r["reason"] == "request_failed"]
+    if not failed:
+        return None
+    sent = sum(1 for r in records if r["kind"] == "exchange")
+    kinds: dict[str, int] = {}
+    for r in records:
+        last = r.get("response") or {}
+        if r["kind"] == "exchange" and last.get("error"):
+            status = last["status"]
+            kind = last["error"].split(":")[0] if status is None else f"HTTP {status}"
+            kinds[kind] = kinds.get(kind, 0) + 1
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    every = "every request failed: " if len(failed) == sent else ""
+    down = " Is the server at llm.base_url up?" if "connection error" in kinds else ""
+    return (
+        f"{every}{len(failed)} of {sent} requests failed after their retries ({counts}); "
+        f"the first: {failed[0]['detail']}.{down} Nothing written to {out_path}; the answers "
+        "received are cached, so a rerun sends only the failed requests"
+    )
 
 
 async def _run_with_client(

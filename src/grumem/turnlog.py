@@ -54,6 +54,8 @@ def join_shard(
         line.update(
             level=level,
             model=json.loads(asks[-1]["request"]["body"])["model"] if asks else model,
+            # the model the answer names (provenance); None when no answer was recorded
+            response_model=asks[-1].get("response_model") if asks else None,
             t=p["t"],
             chunk_sha=p["chunk_sha"],
             status="aborted" if abort else "ok",

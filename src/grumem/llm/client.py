@@ -8,8 +8,17 @@
   latency and error: the response schema's `attempt`, never a re-serialised
   object. Headers are never recorded (the request's carry the API key).
 - The SDK's own retries are off; this loop retries connection errors,
-  timeouts, 408/409/429/5xx and a 200 whose body is not a chat completion,
-  with exponential backoff and jitter, honouring Retry-After.
+  timeouts, 408/409/429/5xx and a 200 whose body is not an answer (no
+  non-empty `choices[0].message.content` nor `refusal`), with exponential
+  backoff and jitter, honouring Retry-After. A non-200 attempt's error names
+  the server's own error text ("HTTP 404: The model … does not exist").
+- The API key is checked at start-up (printable ASCII, no control character:
+  a trailing newline would end up quoted in the SDK's header error) and every
+  form of it (raw, repr, bytes repr, JSON, URL-encoded) is scrubbed from
+  error texts. A response body holding the key (a server echoing the
+  Authorization header) is refused: never cached, never recorded.
+- The model that answered is checked against the request's: a mismatch is an
+  error unless `llm.accept_models` allows the name (servers that rename).
 - `live` mode reads the cache first and writes each answer to it as it
   arrives; `replay` mode reads only the cache and a miss is an error.
 """
@@ -22,11 +31,13 @@ import json
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, quote_plus
 
+from grumem.config import ENV_VAR_NAME
 from grumem.errors import GrumemError
 from grumem.llm.cache import ResponseCache
 from grumem.llm.request import RequestError, request_sha
@@ -37,6 +48,7 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 BACKOFF_FACTOR = 2.0
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 300.0  # a server asking for longer than this is treated as down
+SERVER_ERROR_CHARS = 300  # of a server's error text shown in an attempt's error
 
 
 class LLMError(GrumemError):
@@ -59,6 +71,66 @@ class WireMismatch(LLMError):
     """The SDK sent bytes other than the recorded body: the record would be a lie."""
 
 
+class KeyInResponse(LLMError):
+    """A response body holds the API key: it may be neither cached nor recorded."""
+
+
+class ModelMismatch(LLMError):
+    """The server answered as another model than the request asked for."""
+
+
+def read_api_key(env_name: str) -> str:
+    """The API key from the environment variable `env_name`; NO_KEY when unset or empty.
+
+    Never shows the value: a name that is not a variable name may be a key
+    pasted in its place, and a key with a control character (a trailing
+    newline from `$(cat keyfile)`) would be quoted in full by the SDK's
+    "Illegal header value" error."""
+    if not ENV_VAR_NAME.match(env_name):
+        raise LLMError(
+            "llm.api_key_env must be the NAME of an environment variable "
+            "(letters, digits, _; not starting with a digit); the value given is not "
+            "shown, in case it is the key itself"
+        )
+    key = os.environ.get(env_name)
+    if not key:
+        return NO_KEY
+    for i, ch in enumerate(key, start=1):
+        if not "!" <= ch <= "~":
+            what = f"U+{ord(ch):04X}" if ch.isascii() else "a non-ASCII character"
+            raise LLMError(
+                f"the API key in ${env_name} has {what} at character {i} of {len(key)} "
+                "(a trailing newline from a key file?); API keys are printable ASCII "
+                "without spaces: strip it (export "
+                f"{env_name}=\"$(tr -d '[:space:]' < keyfile)\"); the key is not shown"
+            )
+    return key
+
+
+def secret_forms(key: str) -> tuple[str, ...]:
+    """Every way an error text or a body may spell the key, longest first."""
+    raw = key.encode("utf-8", "backslashreplace")
+    forms = {
+        key,
+        key.strip(),
+        repr(key)[1:-1],
+        key.encode("unicode_escape").decode("ascii"),
+        repr(raw)[2:-1],
+        json.dumps(key)[1:-1],
+        json.dumps(key, ensure_ascii=False)[1:-1],
+        quote(key, safe=""),
+        quote(key),
+        quote_plus(key),
+    }
+    return tuple(sorted((f for f in forms if f), key=len, reverse=True))
+
+
+def scrub(text: str, forms: Iterable[str]) -> str:
+    for form in forms:
+        text = text.replace(form, "[api key]")
+    return text
+
+
 @dataclass(frozen=True)
 class Exchange:
     request: dict[str, str]  # {"body", "sha256"}
@@ -66,6 +138,7 @@ class Exchange:
     attempts: list[dict[str, Any]]
     ok: bool
     from_cache: bool
+    response_model: str | None = None  # the `model` the answer names (None: no answer)
 
     def failure(self, label: str = "") -> str:
         """One line saying why the request failed, naming it (for the caller's record)."""
@@ -96,22 +169,81 @@ class Counters:
 
 
 def is_answer(status: int | None, content: bytes) -> tuple[bool, str | None]:
-    """A final answer is HTTP 200 with a JSON body holding choices[0].message."""
+    """A final answer is HTTP 200 with a JSON body whose choices[0].message holds a
+    non-empty string `content`, or a non-empty string `refusal` (OpenAI's documented
+    field for a model that declines: a decision of the model, recorded as such).
+
+    Anything else (empty `choices`, `content: null` or "", a text/event-stream
+    body) is a failed attempt: retried, never cached, so that a server fault is
+    never replayed forever as the model's format failure."""
     if status != 200:
         return False, None
     try:
         data = json.loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if content.lstrip().startswith((b"data:", b"event:", b":")):
+            return False, "HTTP 200 but the body is a text/event-stream, not one JSON completion"
         return False, f"HTTP 200 but the body is not JSON: {e}"
     choices = data.get("choices") if isinstance(data, dict) else None
-    if (
-        not isinstance(choices, list)
-        or not choices
-        or not isinstance(choices[0], dict)
-        or not isinstance(choices[0].get("message"), dict)
-    ):
+    if not isinstance(choices, list) or not choices:
+        return False, "HTTP 200 but the body has no choices[0].message (no choices)"
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
         return False, "HTTP 200 but the body has no choices[0].message"
-    return True, None
+    for name in ("content", "refusal"):
+        value = message.get(name)
+        if isinstance(value, str) and value:
+            return True, None
+    shown = json.dumps(message.get("content"))[:40]
+    return False, f"HTTP 200 but choices[0].message.content is {shown}, not a non-empty string"
+
+
+def server_error_text(status: int, content: bytes | None) -> str:
+    """`HTTP <status>` and the server's own error text, on one line: OpenAI's
+    {"error": {"message"}}, vLLM's {"message"}, FastAPI's {"detail"}, else the body."""
+    text = ""
+    if content:
+        try:
+            data = json.loads(content)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                error = error.get("message")
+            for value in (error, data.get("message"), data.get("detail")):
+                if isinstance(value, str) and value.strip():
+                    text = value
+                    break
+        if not text:
+            text = content.decode("utf-8", errors="replace")
+    text = " ".join(text.split())
+    if len(text) > SERVER_ERROR_CHARS:
+        text = text[: SERVER_ERROR_CHARS - 1] + "…"
+    return f"HTTP {status}: {text}" if text else f"HTTP {status}"
+
+
+def response_model(content: bytes | str) -> str | None:
+    """The `model` an answer names; None when the body names none."""
+    try:
+        data = json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    model = data.get("model") if isinstance(data, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def model_accepted(asked: str, answered: str | None, accept: Iterable[str]) -> bool:
+    """The answer's model is the one asked for, or allowed by `llm.accept_models`:
+    an exact name, or a prefix rule ending in `*` (`*` alone accepts any name)."""
+    if answered == asked:
+        return True
+    if answered is None:
+        return "*" in accept
+    return any(
+        answered.startswith(rule[:-1]) if rule.endswith("*") else answered == rule
+        for rule in accept
+    )
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -162,6 +294,7 @@ class LLMClient:
         backoff: float = 0.5,
         backoff_cap: float = BACKOFF_CAP,
         rng: random.Random | None = None,
+        accept_models: Iterable[str] = (),
     ):
         if mode not in MODES:
             raise LLMError(f"llm.mode {mode!r} is not one of {', '.join(MODES)}")
@@ -177,11 +310,14 @@ class LLMClient:
         self.retries = retries
         self.backoff = backoff
         self.backoff_cap = backoff_cap
+        self.accept_models = tuple(accept_models)
         self.counters = Counters()
         self._rng = rng or random.Random()
         self._sem = asyncio.Semaphore(concurrency)
         # the key lives only here and in the SDK's headers; _scrub keeps it out of errors
-        self._key = os.environ.get(api_key_env) or NO_KEY
+        self._key_env = api_key_env
+        self._key = read_api_key(api_key_env)
+        self._key_forms = () if self._key == NO_KEY else secret_forms(self._key)
         self._sdk = self._make_sdk() if mode == "live" else None
 
     @classmethod
@@ -197,6 +333,7 @@ class LLMClient:
             timeout=llm["timeout"],
             retries=llm["retries"],
             backoff=llm["backoff"],
+            accept_models=llm.get("accept_models") or (),
         )
         kwargs.update(overrides)
         return cls(base_url or llm.get("base_url"), **kwargs)
@@ -240,12 +377,16 @@ class LLMClient:
         request = {"body": body, "sha256": sha}
         self.counters.requests += 1
         cached = self.cache.get(sha)
+        model, messages, rest = _split_body(body, sha, label)
         if cached is not None:
+            for attempt in cached:
+                self._refuse_key(attempt["body"] or "", sha, label, attempt["status"], True)
+            answered = response_model(cached[-1]["body"])
+            self._check_model(model, answered, sha, label, True)
             self.counters.cache_hits += 1
-            return Exchange(request, cached[-1], cached, ok=True, from_cache=True)
+            return Exchange(request, cached[-1], cached, True, True, answered)
         if self.mode == "replay":
             raise ReplayMiss(sha, label)
-        model, messages, rest = _split_body(body, sha, label)
         wire = body.encode("utf-8")
         attempts: list[dict[str, Any]] = []
         for n in range(1, self.retries + 2):
@@ -257,18 +398,61 @@ class LLMClient:
                     f"request {sha}{_at(label)}: the bytes sent differ from the "
                     f"recorded body ({len(outcome.sent)} vs {len(wire)} bytes)"
                 )
+            # before anything is recorded: rewriting recorded bytes is not an option
+            self._refuse_key(outcome.content or b"", sha, label, outcome.status)
             ok, why = is_answer(outcome.status, outcome.content or b"")
-            attempts.append(_attempt_record(n, outcome, latency, why))
+            attempts.append(_attempt_record(n, outcome, latency, self._scrub(why or "")))
             if ok:
+                answered = response_model(outcome.content or b"")
+                # a wrong model's answer is not cached: once the server is fixed,
+                # a rerun must send the request again
+                self._check_model(model, answered, sha, label)
                 # fsync off the event loop: blocking it stalls every request in flight
                 await asyncio.to_thread(self.cache.put, sha, attempts)
                 self.counters.answered += 1
-                return Exchange(request, attempts[-1], attempts, ok=True, from_cache=False)
+                return Exchange(request, attempts[-1], attempts, True, False, answered)
             if not _retryable(outcome.status, why) or n > self.retries:
                 break
             await asyncio.sleep(self._delay(n, outcome.retry_after))
         self.counters.failed += 1
         return Exchange(request, attempts[-1], attempts, ok=False, from_cache=False)
+
+    def _kept(self, sha: str, cached: bool) -> str:
+        if cached:
+            return f"the cache entry {self.cache.path(sha)} holds it: delete that file"
+        return "it was not cached"
+
+    def _refuse_key(
+        self, body: bytes | str, sha: str, label: str, status: int | None, cached: bool = False
+    ) -> None:
+        if not self._key_forms:
+            return
+        if isinstance(body, bytes):
+            found = any(f.encode("utf-8") in body for f in self._key_forms)
+        else:
+            found = any(f in body for f in self._key_forms)
+        if found:
+            raise KeyInResponse(
+                f"request {sha}{_at(label)}: the response (HTTP {status}) contains the API "
+                f"key of ${self._key_env}; nothing of it was recorded and "
+                f"{self._kept(sha, cached)}. The server (or a proxy) echoes the Authorization "
+                "header: fix it before running again, and rotate the key if the server is "
+                "not yours"
+            )
+
+    def _check_model(
+        self, asked: str, answered: str | None, sha: str, label: str, cached: bool = False
+    ) -> None:
+        if model_accepted(asked, answered, self.accept_models):
+            return
+        named = "names no model" if answered is None else f"is from model {answered!r}"
+        allow = "'*'" if answered is None else f"{answered!r} (or a prefix rule such as 'name*')"
+        raise ModelMismatch(
+            f"request {sha}{_at(label)} asked for model {asked!r} but the answer {named}; "
+            f"{self._kept(sha, cached)}. Point llm.base_url at a server that serves that "
+            f"model, or, if the server only renames it (vLLM --served-model-name), add {allow} to "
+            "llm.accept_models"
+        )
 
     def _delay(self, n: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -304,14 +488,14 @@ class LLMClient:
                 )
             status = raw.status_code
             # a 2xx/3xx other than 200 is no answer either; say so in the record
-            error = None if status == 200 else f"HTTP {status}"
+            error = None if status == 200 else self._scrub(server_error_text(status, raw.content))
             return _Outcome(status, raw.content, error, None, raw.http_request.content)
         except openai.APIStatusError as e:
             r = e.response
             return _Outcome(
                 r.status_code,
                 r.content,
-                f"HTTP {r.status_code}",
+                self._scrub(server_error_text(r.status_code, r.content)),
                 retry_after_seconds(r.headers.get("retry-after")),
                 r.request.content,
             )
@@ -332,7 +516,7 @@ class LLMClient:
             )
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "[api key]") if self._key else text
+        return scrub(text, self._key_forms)
 
 
 def _split_body(body: str, sha: str, label: str) -> tuple[str, Any, dict[str, Any]]:
@@ -358,7 +542,7 @@ def _attempt_record(n: int, o: _Outcome, latency: float, why: str | None) -> dic
         "body": None if content is None else content.decode("utf-8", errors="replace"),
         "sha256": None if content is None else sha256_bytes(content),
         "latency_s": round(latency, 6),
-        "error": o.error or why,
+        "error": o.error or why or None,
     }
 
 

@@ -11,6 +11,13 @@ mock. A script (YAML/JSON file or dict) decides every answer:
 - `faults`: a deterministic share of attempts fail in one of the ways real
   servers do (429, 500, 503, hang, reset, truncated, non_json, length).
 - `outage`: every completion answers 503.
+- `shapes`: misbehaviours of real servers and proxies, each for the requests
+  whose last message its `match` regex finds (every request without one):
+  `empty_choices`, `null_content` (200s that are no answer), `sse` (a
+  text/event-stream body to a non-streaming request), `echo_authorization`
+  (a 200 completion that echoes the request's Authorization header) and
+  `not_found` (404 "The model … does not exist", OpenAI's error body). A
+  wrong answering model is `model`: the name every completion reports.
 - `capacity`: a processor-sharing model of a real server's generation rate.
 - `latency_s`: a fixed delay per request.
 
@@ -49,6 +56,7 @@ from grumem.records import RecordError, atomic_writer, dumps, sha256_bytes
 from grumem.tokens import count_tokens
 
 FAULT_KINDS = ("429", "500", "503", "hang", "reset", "truncated", "non_json", "length")
+SHAPE_KINDS = ("empty_choices", "null_content", "sse", "echo_authorization", "not_found")
 # faults that reject a request before any work, as an overloaded server does
 _EARLY_FAULTS = ("429", "503")
 # faults after which the client has no usable answer: a `sequence` does not advance
@@ -105,6 +113,12 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class Shape:
+    kind: str
+    match: re.Pattern[str] | None  # None: every request
+
+
+@dataclass(frozen=True)
 class TokenDist:
     """`fixed` tokens, or a lognormal draw seeded by the request sha."""
 
@@ -131,6 +145,7 @@ class Script:
     outage: bool = False
     capacity: Capacity | None = None
     latency_s: float = 0.0
+    shapes: tuple[Shape, ...] = ()
 
 
 class _Fields:
@@ -254,6 +269,19 @@ def _faults(source: str, value: Any) -> Faults:
     )
 
 
+def _shapes(source: str, value: Any) -> tuple[Shape, ...]:
+    if not isinstance(value, list):
+        raise RecordError(source, None, "shapes", f"must be a list, got {value!r}")
+    shapes = []
+    for i, item in enumerate(value):
+        f = _Fields(source, f"shapes[{i}]", item, ("kind", "match"))
+        kind = f.get("kind", str, required=True)
+        if kind not in SHAPE_KINDS:
+            raise f.error("kind", f"must be one of {', '.join(SHAPE_KINDS)}, got {kind!r}")
+        shapes.append(Shape(kind, f.regex("match")))
+    return tuple(shapes)
+
+
 def _token_dist(source: str, value: Any) -> TokenDist:
     f = _Fields(
         source, "capacity.completion_tokens", value, ("fixed", "dist", "mu", "sigma", "cap", "seed")
@@ -299,7 +327,7 @@ def parse_script(value: Any, source: str = "<script>") -> Script:
         source,
         "",
         value,
-        ("model", "replies", "default", "faults", "outage", "capacity", "latency_s"),
+        ("model", "replies", "default", "faults", "outage", "capacity", "latency_s", "shapes"),
     )
     replies = f.get("replies", list, [])
     return Script(
@@ -312,6 +340,7 @@ def parse_script(value: Any, source: str = "<script>") -> Script:
         outage=f.get("outage", bool, False),
         capacity=None if "capacity" not in value else _capacity(source, value["capacity"]),
         latency_s=f.number("latency_s", 0.0),
+        shapes=_shapes(source, value.get("shapes", [])),
     )
 
 
@@ -457,7 +486,7 @@ def completion_body(
     ).encode("utf-8")
 
 
-def error_body(message: str, type_: str, code: int | None = None) -> bytes:
+def error_body(message: str, type_: str, code: int | str | None = None) -> bytes:
     return dumps(
         {"error": {"message": message, "type": type_, "param": None, "code": code}}
     ).encode("utf-8")
@@ -692,6 +721,10 @@ class FakeServer:
                 ),
                 400,
             )
+        shape = next((x for x in script.shapes if x.match is None or x.match.search(text)), None)
+        if shape is not None:
+            st.count_fault(shape.kind)
+            return shaped_response(shape.kind, request, request_json, sha, script.model, content)
         finish = "stop"
         if fault == "length":
             content, finish = content[: len(content) // 2], "length"
@@ -721,6 +754,36 @@ class FakeServer:
             return await _reset_mid_body(request, body)
         st.answered += 1
         return _json(body)
+
+
+def shaped_response(
+    kind: str, request: web.Request, request_json: dict, sha: str, model: str, content: str
+) -> web.Response:
+    """One of the scripted misbehaviours (SHAPE_KINDS) answering a completion."""
+    if kind == "not_found":
+        asked = request_json.get("model")
+        return _json(
+            error_body(
+                f"The model `{asked}` does not exist or you do not have access to it.",
+                "invalid_request_error",
+                "model_not_found",
+            ),
+            404,
+        )
+    data = json.loads(completion_body(sha, model, content, 0, 0))
+    if kind == "empty_choices":
+        data["choices"] = []
+    elif kind == "null_content":
+        data["choices"][0]["message"]["content"] = None
+    elif kind == "echo_authorization":
+        # a debugging proxy that shows what it received
+        data["received_headers"] = {"authorization": request.headers.get("Authorization")}
+    else:  # sse: what a streaming server sends, to a request that did not ask for it
+        chunk = {**data, "object": "chat.completion.chunk"}
+        chunk["choices"] = [{"index": 0, "delta": {"content": content}, "finish_reason": "stop"}]
+        body = f"data: {dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+        return web.Response(body=body, status=200, content_type="text/event-stream")
+    return _json(dumps(data).encode("utf-8"))
 
 
 async def _reset_mid_body(request: web.Request, body: bytes) -> web.StreamResponse:
