@@ -656,6 +656,29 @@ def test_refused_export_never_writes_its_inputs(work: Path, how: str, capsys) ->
     assert (work / "corpus" / SUMMARY).exists()
 
 
+@pytest.mark.parametrize("command", ["responses", "judge"])
+def test_progress_log_cannot_be_an_input(tmp_path: Path, command: str, capsys) -> None:
+    """11.1: `--log` is a progress log only; naming an input there is refused
+    before anything runs, and the input keeps its bytes."""
+    from grumem.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"not": "a prompt"}\n', encoding="utf-8")
+    before = prompts.read_bytes()
+    if command == "responses":
+        args = ["responses", "--settings", "{}", "--prompts", str(prompts)]
+        args += ["--out", str(tmp_path / "out.jsonl")]
+    else:
+        args = ["judge", "--settings", "{}", "--project", "p", "--queries", str(prompts)]
+        args += ["--out", str(tmp_path / "l.jsonl"), "--unparsed", str(tmp_path / "u.jsonl")]
+    tail = [str(prompts)] if command == "judge" else []
+    assert main([*args, "--log", str(prompts), *tail]) == 1
+    err = capsys.readouterr().err
+    assert f"--log {prompts} is also" in err and "a file of its own" in err
+    assert prompts.read_bytes() == before
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "l.jsonl").exists()
+
+
 def test_min_kappa_cannot_switch_the_gate_off(work: Path) -> None:
     """11.6: export.min_kappa has a minimum of 0 in the schema, and the export
     refuses a negative threshold given on the command line."""

@@ -516,8 +516,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def progress_log_clash(args: argparse.Namespace) -> str | None:
+    """The other argument naming the same file as the progress log, if any: the
+    command would append its progress to a file it reads or writes."""
+    import os
+
+    log = getattr(args, "progress_log", None)
+    if not log or not os.path.exists(log):
+        return None
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for v in values:
+            if (
+                name != "progress_log"
+                and isinstance(v, str)
+                and os.path.exists(v)
+                and os.path.samefile(v, log)
+            ):
+                return f"--{name.replace('_', '-')}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    progress_log = getattr(args, "progress_log", None)
+    clash = progress_log_clash(args)
+    if clash:
+        print(
+            f"grumem {args.command}: error: --log {progress_log} is also {clash}: the progress"
+            " log must be a file of its own (no command writes to a file it reads)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         return args.run(args)
     except GrumemError as e:
@@ -525,7 +555,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr)
         # a job that shows progress on the terminal also keeps its error in its
         # progress log; only a file declared as one (add_progress_log), never an input
-        progress_log = getattr(args, "progress_log", None)
         if progress_log:
             with open(progress_log, "a", encoding="utf-8") as log:
                 print(message, file=log)
