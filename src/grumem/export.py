@@ -15,9 +15,10 @@ Prompts are the recorded request bodies, checked against their sha256 and
 never re-assembled: a template change after the run would otherwise train
 the policy on prompts the model never saw. Responses likewise: each turn's
 text is derived from its sha-checked recorded body (grumem.recording), and a
-log whose `content` disagrees with that body is refused. All three files are written to
-temporary names and renamed only when the whole log has been read without
-error; on refusal or error nothing is left in the output directory.
+log whose `content` disagrees with that body is refused. All three files are
+written to temporary names and renamed only when the whole log has been read
+without error; on refusal or error nothing is left in the output directory,
+and nothing is ever written next to the inputs.
 """
 
 from __future__ import annotations
