@@ -447,3 +447,5 @@ def test_unparsed_judgement_blocks_the_export_naming_the_pair(tmp_path, fake_ser
     text = (tmp_path / "logs/export/demo.log").read_text()
     assert "have no label" in text and unjudged[0]["chunk_sha"][:12] in text
     assert not (tmp_path / "results/demo/corpus/trajectories.jsonl").exists()
+    # the refusal is in the job's log only: log.jsonl, an input, is not written (issue 11.1)
+    assert len(read_lines(tmp_path / LOG)) == 72
