@@ -181,6 +181,7 @@ def generate(out: Path, turns: int, seed: int = 0) -> dict[str, int]:
                             "status": "ok",
                             "abort": None,
                             "asks": 1,
+                            "earlier_asks": [],
                             "memory_before": memory,
                             "memory_after": after,
                             "request": {"body": body, "sha256": request_sha(body)},

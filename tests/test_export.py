@@ -177,10 +177,11 @@ def test_a4_r_exit_from_record(work: Path) -> None:
     assert t2["r_exit"] == 0  # loop behaviour (stopped at 7) would score −0.5
     assert (by_id["demo/q1/s-beta/1"]["t_exit"], by_id["demo/q1/s-beta/1"]["r_exit"]) == (2, -0.75)
     assert (by_id["demo/q1/s-alpha/0"]["t_exit"], by_id["demo/q1/s-alpha/0"]["r_exit"]) == (4, -0.5)
-    # no exit gate at all: the last turn
-    assert (by_id["demo/q2/s-beta/0"]["t_exit"], by_id["demo/q2/s-beta/0"]["r_exit"]) == (2, -0.5)
+    # no exit gate said end and the run ran out of chunks: the last turn
     t4 = by_id["demo/q2/s-alpha/0"]
     assert (t4["t_exit"], t4["t_last_evidence"], t4["r_exit"]) == (4, None, None)
+    assert t4["r_exit_reason"] == "no_evidence"
+    assert by_id[T2]["r_exit_reason"] is None
 
 
 def test_a5_prompt_is_recorded_bytes(work: Path) -> None:
@@ -256,7 +257,7 @@ def test_a7_refuses_without_calibration(work: Path) -> None:
             "-m",
             "grumem.cli",
             "export",
-            "--log",
+            "--turn-log",
             str(work / "log.jsonl"),
             "--labels",
             str(work / "labels.jsonl"),
@@ -292,7 +293,14 @@ def test_a8_summary_counts(work: Path) -> None:
         "turns": 24,
         "r_update": {"positive": 19, "negative": 5},
         "r_format": {"pass": 4, "fail": 1, "pass_rate": 0.8},
-        "r_exit": {"on_time": 1, "early": 1, "late": 2, "no_evidence": 1},
+        "r_exit": {
+            "on_time": 1,
+            "early": 1,
+            "late": 1,
+            "no_evidence": 1,
+            "aborted": 1,
+            "no_exit_gate": 0,
+        },
         "t_last_evidence": {"1": 1, "2": 1, "5": 2},
         "no_evidence": 1,
         "aborted": {
@@ -301,6 +309,7 @@ def test_a8_summary_counts(work: Path) -> None:
             "without_turns": 1,
         },
         "parsed": {"turns": 23, "unparsed": 1, "rate": 23 / 24},
+        "reasks": {"turns": 0, "asks": 0},
     }
     assert summary["inputs"]["kappa"] == pytest.approx(40 / 53)
     assert summary["inputs"]["t_last_evidence_over"] == "recorded turns"
@@ -316,7 +325,7 @@ def test_cli_prints_summary(work: Path) -> None:
             "-m",
             "grumem.cli",
             "export",
-            "--log",
+            "--turn-log",
             str(work / "log.jsonl"),
             "--labels",
             str(work / "labels.jsonl"),
@@ -553,3 +562,317 @@ def test_no_trainable_turns_is_an_error(work: Path) -> None:
     with pytest.raises(GrumemError, match="no trainable turns"):
         export(inputs(work))
     assert_nothing_written(work / "corpus")
+
+
+# ---------------------------------------------------------------- issue 11
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _drop_label(work: Path, query_id: str, t: int, session: str) -> None:
+    """The judge could not parse its judgement of one pair: no label, in either file."""
+    sha = next(
+        r["chunk_sha"]
+        for r in log_lines(work)
+        if r["query_id"] == query_id and r["session"] == session and r["t"] == t
+    )
+    for name in ("labels.jsonl", "calibration.jsonl"):
+        lines = (work / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [x for x in lines if not (sha in x and f'"{query_id}"' in x)]
+        assert len(kept) == len(lines) - 1
+        (work / name).write_text("".join(kept), encoding="utf-8")
+    calibrate(work)
+
+
+def _break(work: Path, how: str):
+    """Make the export refuse or fail in one way; return the fix."""
+    if how == "no kappa file":
+        (work / "kappa.json").unlink()
+        return lambda: calibrate(work)
+    if how == "kappa below min_kappa":
+        return None  # the fix is the argument: see below
+    if how == "stale kappa":
+        text = (work / "labels.jsonl").read_text(encoding="utf-8")
+        (work / "labels.jsonl").write_text(text.replace('"fixture-author"', '"edited"', 1))
+        return lambda: calibrate(work)
+    if how == "missing labels":
+        saved = (work / "labels.jsonl").read_bytes()
+        (work / "labels.jsonl").unlink()
+        return lambda: (work / "labels.jsonl").write_bytes(saved)
+    if how == "corrupted recording":
+        saved = (work / "log.jsonl").read_bytes()
+        rewrite_log(work, lambda i, r: {**r, "content": r["content"] + "!"} if i == 9 else r)
+        return lambda: (work / "log.jsonl").write_bytes(saved)
+    if how == "unparsed judgement":
+        saved = {n: (work / n).read_bytes() for n in ("labels.jsonl", "calibration.jsonl")}
+        _drop_label(work, "q1", 5, "s-beta")
+
+        def fix() -> None:
+            for n, data in saved.items():
+                (work / n).write_bytes(data)
+            calibrate(work)
+
+        return fix
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "no kappa file",
+        "kappa below min_kappa",
+        "stale kappa",
+        "missing labels",
+        "corrupted recording",
+        "unparsed judgement",
+    ],
+)
+def test_refused_export_never_writes_its_inputs(work: Path, how: str, capsys) -> None:
+    """11.1: `grumem export` refuses or fails; every input keeps its bytes (the
+    error goes to stderr only) and the corrected rerun succeeds."""
+    from grumem.cli import main
+
+    fix = _break(work, how)
+    inputs = [p for p in sorted(work.iterdir()) if p.is_file()]
+    before = {p.name: _sha256(p) for p in inputs}
+    args = [
+        "export",
+        "--turn-log",
+        str(work / "log.jsonl"),
+        "--labels",
+        str(work / "labels.jsonl"),
+        "--kappa",
+        str(work / "kappa.json"),
+        "--chunks",
+        str(work / "chunks.jsonl"),
+        "--out-dir",
+        str(work / "corpus"),
+    ]
+    min_kappa = ["--min-kappa", "0.8" if how == "kappa below min_kappa" else "0.6"]
+    assert main([*args, *min_kappa]) == 1
+    assert "grumem export: error:" in capsys.readouterr().err
+    assert {p.name: _sha256(p) for p in inputs if p.exists()} == before
+    assert sorted(p for p in work.iterdir() if p.is_file()) == inputs  # nothing new beside them
+    assert_nothing_written(work / "corpus")
+    if fix is not None:
+        fix()
+    assert main([*args, "--min-kappa", "0.6"]) == 0
+    assert (work / "corpus" / SUMMARY).exists()
+
+
+@pytest.mark.parametrize("command", ["responses", "judge"])
+def test_progress_log_cannot_be_an_input(tmp_path: Path, command: str, capsys) -> None:
+    """11.1: `--log` is a progress log only; naming an input there is refused
+    before anything runs, and the input keeps its bytes."""
+    from grumem.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"not": "a prompt"}\n', encoding="utf-8")
+    before = prompts.read_bytes()
+    if command == "responses":
+        args = ["responses", "--settings", "{}", "--prompts", str(prompts)]
+        args += ["--out", str(tmp_path / "out.jsonl")]
+    else:
+        args = ["judge", "--settings", "{}", "--project", "p", "--queries", str(prompts)]
+        args += ["--out", str(tmp_path / "l.jsonl"), "--unparsed", str(tmp_path / "u.jsonl")]
+    tail = [str(prompts)] if command == "judge" else []
+    assert main([*args, "--log", str(prompts), *tail]) == 1
+    err = capsys.readouterr().err
+    assert f"--log {prompts} is also" in err and "a file of its own" in err
+    assert prompts.read_bytes() == before
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "l.jsonl").exists()
+
+
+def test_min_kappa_cannot_switch_the_gate_off(work: Path) -> None:
+    """11.6: export.min_kappa has a minimum of 0 in the schema, and the export
+    refuses a negative threshold given on the command line."""
+    from grumem.config import validate_config
+
+    project = {"p": {"chunks": "c/*.jsonl", "queries": "q.yaml"}}
+    with pytest.raises(RecordError) as e:
+        validate_config({"projects": project, "export": {"min_kappa": -1}})
+    assert e.value.field == "export.min_kappa"
+    assert validate_config({"projects": project})["export"]["min_kappa"] == 0.6
+    description = _min_kappa_schema()["description"]
+    assert "refused" in description and "kappa" in description
+    with pytest.raises(ExportRefused, match="min_kappa -1"):
+        export(inputs(work, min_kappa=-1))
+    assert_nothing_written(work / "corpus")
+
+
+def _min_kappa_schema() -> dict:
+    from grumem.records import schema
+
+    return schema("config")["properties"]["export"]["properties"]["min_kappa"]
+
+
+def _by_id(out: Path) -> dict[str, dict]:
+    return {t["trajectory_id"]: t for t in trajectories(out)}
+
+
+def test_aborted_trajectory_has_no_r_exit(work: Path) -> None:
+    """11.2: T5 was stopped by the budget at t=3 with no recorded end: where the
+    loop stopped is no decision of the model, so r_exit is null with its reason
+    (it scored −0.5 late as if it had exited at t=2). Counted apart."""
+    summary = export(inputs(work))
+    t5 = _by_id(work / "corpus")["demo/q2/s-beta/0"]
+    assert t5["aborted"]["reason"] == "budget"
+    assert t5["t_last_evidence"] == 1
+    assert (t5["r_exit"], t5["r_exit_reason"], t5["t_exit"]) == (None, "aborted", None)
+    assert summary["r_exit"]["aborted"] == 1 and summary["r_exit"]["late"] == 1
+    rows = pq.read_table(work / "corpus" / TURNS).column("extra_info").to_pylist()
+    t5_rows = [r for r in rows if r["trajectory_id"] == "demo/q2/s-beta/0"]
+    assert {(r["r_exit"], r["r_exit_reason"]) for r in t5_rows} == {(None, "aborted")}
+
+
+def test_l2_server_failure_before_evidence_has_no_r_exit(work: Path) -> None:
+    """11.2: an L2 trajectory whose request failed at t=2, before its evidence at
+    t=5. With the whole session's chunks it scored −0.75 early; it never exited."""
+    log = log_lines(work)
+    t6_abort = next(r for r in log if r["trajectory_id"] == "demo/q1/s-gamma/0")
+    t3 = [r for r in log if r["trajectory_id"] == "demo/q1/s-beta/1"]
+    abort = {
+        **t6_abort,
+        **{k: t3[1][k] for k in ("trajectory_id", "query_id", "session", "sample", "t")},
+        "chunk_sha": t3[1]["chunk_sha"],
+        "memory_before": t3[0]["memory_after"],
+        "memory_after": t3[0]["memory_after"],
+    }
+
+    def l2_fail(i, rec):
+        if rec["trajectory_id"] != "demo/q1/s-beta/1":
+            return rec
+        if rec["t"] == 1:
+            return {**rec, "level": "L2"}
+        return {**abort, "level": "L2"} if rec["t"] == 2 else None
+
+    rewrite_log(work, l2_fail)
+    summary = export(inputs(work, chunks=(str(work / "chunks.jsonl"),)))
+    t3 = _by_id(work / "corpus")["demo/q1/s-beta/1"]
+    assert [t["t"] for t in t3["turns"]] == [1] and t3["turns"][0]["exit_gate"] is False
+    assert t3["aborted"]["reason"] == "request_failed" and t3["t_last_evidence"] == 5
+    assert (t3["r_exit"], t3["r_exit_reason"], t3["t_exit"]) == (None, "aborted", None)
+    assert summary["r_exit"]["early"] == 0 and summary["r_exit"]["aborted"] == 2
+
+
+def test_ran_out_of_chunks_keeps_the_last_turn(work: Path) -> None:
+    """11.2: no `end` recorded, not aborted: t_exit is the last chunk (today's rule)."""
+
+    def no_end(i, rec):
+        if rec["trajectory_id"] == "demo/q1/s-alpha/0" and rec["exit_gate"]:
+            return {**rec, "exit_gate": False}
+        return rec
+
+    rewrite_log(work, no_end)
+    t1 = _by_id(_exported(work))["demo/q1/s-alpha/0"]
+    assert (t1["t_exit"], t1["t_last_evidence"], t1["r_exit"], t1["r_exit_reason"]) == (
+        4,
+        2,
+        -0.5,
+        None,
+    )
+
+
+def _exported(work: Path) -> Path:
+    export(inputs(work))
+    return work / "corpus"
+
+
+def test_no_parsed_turn_has_no_r_exit(work: Path) -> None:
+    """17.19: no turn of T1 parsed, so no exit gate was recorded at all; its
+    r_exit was derived from the last turn as if the model had decided to stop."""
+    nulls = dict.fromkeys(("update_gate", "exit_gate", "candidate", "think"))
+
+    def unparsed(i, rec):
+        if rec["trajectory_id"] != "demo/q1/s-alpha/0":
+            return rec
+        error = {"tag": "think", "reason": "missing", "raw": rec["content"][:50]}
+        return {
+            **rec,
+            **nulls,
+            "parsed": False,
+            "parse_error": error,
+            "memory_after": None,
+            "memory_before": None,
+        }
+
+    rewrite_log(work, unparsed)
+    summary = export(inputs(work))
+    t1 = _by_id(work / "corpus")["demo/q1/s-alpha/0"]
+    assert t1["t_last_evidence"] == 2 and t1["r_format"] == 0
+    assert (t1["r_exit"], t1["r_exit_reason"], t1["t_exit"]) == (None, "no_exit_gate", None)
+    assert summary["r_exit"]["no_exit_gate"] == 1
+
+
+def _edit_body(rec: dict, old: str, new: str) -> dict:
+    body = rec["response"]["body"]
+    assert old in body
+    return {**rec, "response": {**rec["response"], "body": body.replace(old, new, 1)}}
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        # the text the corpus trains on, edited; the recorded body still says the original
+        (lambda r: {**r, "content": r["content"].replace("yes", "no", 1)}, "content"),
+        # one byte of the body (its sha256 no longer matches)
+        (lambda r: _edit_body(r, "Turn 5", "Turn 6"), "response.sha256"),
+        # a byte turned into U+FFFD: the check used to be skipped for such bodies
+        (lambda r: _edit_body(r, "Turn 5", "Turn \ufffd"), "response.sha256"),
+    ],
+    ids=["content", "body byte", "body U+FFFD"],
+)
+def test_exported_text_comes_from_the_recording(work: Path, edit, field) -> None:
+    """11.4: each turn's text is the sha-checked recorded body's; an edited log
+    fails naming its line."""
+    rewrite_log(work, lambda i, r: edit(r) if i == 9 else r)
+    with pytest.raises(RecordError) as e:
+        export(inputs(work))
+    assert e.value.path.endswith("log.jsonl") and e.value.line == 9
+    assert e.value.field == field
+    assert_nothing_written(work / "corpus")
+
+
+def test_reask_makes_r_format_zero(work: Path) -> None:
+    """11.5: T1 t=2 parsed on its second ask; the first ask's malformed answer
+    stays under its turn and makes r_format 0."""
+    log = log_lines(work)
+    t2_alpha = log[1]
+    content = "I think the pods are in monitoring."
+    rbody = dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+    earlier = {
+        "ask": 0,
+        "request": {"body": t2_alpha["request"]["body"], "sha256": t2_alpha["request"]["sha256"]},
+        "response": {**t2_alpha["response"], "body": rbody, "sha256": sha256_text(rbody)},
+        "content": content,
+        "finish_reason": None,
+        "parsed": False,
+        "parse_error": {"tag": "think", "reason": "missing", "raw": content},
+    }
+    rewrite_log(work, lambda i, r: {**r, "asks": 2, "earlier_asks": [earlier]} if i == 2 else r)
+    summary = export(inputs(work))
+    t1 = _by_id(work / "corpus")["demo/q1/s-alpha/0"]
+    assert all(t["parsed"] for t in t1["turns"]) and t1["r_format"] == 0
+    assert t1["turns"][1]["earlier_asks"] == [
+        {
+            "ask": 0,
+            "request_sha256": t2_alpha["request"]["sha256"],
+            "response": content,
+            "parsed": False,
+            "parse_error": earlier["parse_error"],
+        }
+    ]
+    assert summary["reasks"] == {"turns": 1, "asks": 1}
+    assert summary["r_format"]["pass"] == 3
+    # the earlier ask's text is checked against its body like the last one's
+    rewrite_log(
+        work,
+        lambda i, r: {**r, "earlier_asks": [{**earlier, "content": "edited"}]} if i == 2 else r,
+    )
+    with pytest.raises(RecordError) as e:
+        export(inputs(work, out="again"))
+    assert (e.value.line, e.value.field) == (2, "earlier_asks.0.content")

@@ -63,6 +63,7 @@ def log_line(
         "status": "aborted" if aborted else "ok",
         "abort": {"reason": "budget", "component": "memory", "detail": "over"} if aborted else None,
         "asks": 0 if aborted else 1,
+        "earlier_asks": [],
         "memory_before": None,
         "memory_after": None,
         "request": None if aborted else {"body": body, "sha256": sha256_text(body)},
@@ -102,6 +103,7 @@ def trajectory(tid: str, r_updates: list[int], t_last_evidence: int | None) -> d
             "exit_gate": False,
             "attempt": 1,
             "asks": 1,
+            "earlier_asks": [],
             "request_sha256": sha256_text(f"req {tid}/{t}"),
         }
         for t, r in enumerate(r_updates, start=1)
@@ -110,6 +112,7 @@ def trajectory(tid: str, r_updates: list[int], t_last_evidence: int | None) -> d
         "trajectory_id": tid,
         "turns": turns,
         "r_exit": None,
+        "r_exit_reason": "no_evidence",
         "r_format": 1,
         "r_outcome": None,
         "t_exit": len(turns),
@@ -268,7 +271,15 @@ def test_cli_writes_the_plots_and_names_a_bad_line(
 ) -> None:
     log, corpus = synthetic
     out = tmp_path / "cli"
-    args = ["report-plots", "--log", str(log), "--trajectories", str(corpus), "--out-dir", str(out)]
+    args = [
+        "report-plots",
+        "--turn-log",
+        str(log),
+        "--trajectories",
+        str(corpus),
+        "--out-dir",
+        str(out),
+    ]
     assert main(args) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(PLOTS)
 
@@ -277,9 +288,11 @@ def test_cli_writes_the_plots_and_names_a_bad_line(
     bad["t"] = "two"
     lines[3] = dumps(bad)
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = log.read_bytes()
     assert main([*args[:-1], str(tmp_path / "cli2")]) == 1
     err = capsys.readouterr().err
     assert f"{log}:4" in err and "t" in err
+    assert log.read_bytes() == before  # the error goes to stderr, never into an input
     assert not (tmp_path / "cli2").exists() or not any((tmp_path / "cli2").iterdir())
 
 

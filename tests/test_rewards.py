@@ -86,8 +86,57 @@ def test_r_format_is_per_trajectory(turns, data) -> None:
 def test_t_exit_is_first_recorded_exit_else_last(turns) -> None:
     rewards = score_trajectory(turns)
     exits = [g.t for g in turns if g.exit_gate]
+    if not any(g.parsed for g in turns):
+        # 17.19: no exit gate recorded at all: no exit decision to score
+        assert (rewards.t_exit, rewards.r_exit, rewards.r_exit_reason) == (
+            None,
+            None,
+            "no_exit_gate",
+        )
+        return
     assert rewards.t_exit == (exits[0] if exits else turns[-1].t)
     assert rewards.t_exit in {g.t for g in turns}
+
+
+@given(trajectory(), st.lists(st.booleans(), min_size=1, max_size=40))
+def test_aborted_without_end_has_no_r_exit(turns, session) -> None:
+    """11.2: a run cut short (budget, failed request) before a recorded end made no
+    exit decision; with an end recorded, the abort changes nothing."""
+    evidence = list(enumerate(session, start=1))
+    cut = score_trajectory(turns, evidence, aborted=True)
+    ran = score_trajectory(turns, evidence)
+    if any(g.exit_gate for g in turns):
+        assert cut == ran
+    else:
+        assert (cut.t_exit, cut.r_exit, cut.r_exit_reason) == (None, None, "aborted")
+        assert cut.r_update == ran.r_update and cut.r_format == ran.r_format
+
+
+def test_exit_reasons_by_example() -> None:
+    def g(t, exit_gate, label=False):
+        return TurnGates(
+            t, exit_gate is not None, None if exit_gate is None else False, exit_gate, label
+        )
+
+    # ran out of chunks without end: the last turn (late here)
+    r = score_trajectory([g(1, False, True), g(2, False)])
+    assert (r.t_exit, r.r_exit, r.r_exit_reason) == (2, -0.5, None)
+    # an L2 run whose server failed at t=2, before the evidence at t=5: not "early"
+    r = score_trajectory([g(1, False)], [(t, t == 5) for t in range(1, 8)], aborted=True)
+    assert (r.t_exit, r.r_exit, r.r_exit_reason) == (None, None, "aborted")
+    # no turn parsed: not "on time" at the last turn
+    r = score_trajectory([g(1, None), g(2, None, True)])
+    assert (r.t_exit, r.r_exit, r.r_exit_reason) == (None, None, "no_exit_gate")
+    # no evidence: a decision, but nothing to be on time for
+    r = score_trajectory([g(1, True)])
+    assert (r.t_exit, r.r_exit, r.r_exit_reason) == (1, None, "no_evidence")
+
+
+def test_r_format_counts_every_ask() -> None:
+    """11.5: a turn that parsed only on its re-ask still fails r_format."""
+    turns = [TurnGates(1, True, False, False, False), TurnGates(2, True, True, False, True)]
+    assert score_trajectory(turns).r_format == 1
+    assert score_trajectory(turns, parsed_asks=[True, False, True]).r_format == 0
 
 
 @given(trajectory(), trajectory())
@@ -110,7 +159,9 @@ def test_r_exit_against_last_evidence(turns) -> None:
     rewards = score_trajectory(turns)
     evidence = [g.t for g in turns if g.label]
     assert rewards.t_last_evidence == (max(evidence) if evidence else None)
-    if not evidence:
+    if rewards.t_exit is None:
+        assert rewards.r_exit is None and rewards.r_exit_reason == "no_exit_gate"
+    elif not evidence:
         assert rewards.r_exit is None
     elif rewards.t_exit == max(evidence):
         assert rewards.r_exit == 0

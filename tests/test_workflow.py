@@ -217,7 +217,7 @@ def test_corrupted_response_record_fails_gates_naming_file_and_line(tmp_path, fa
     proc = snakemake(tmp_path, "--forcerun", "gates", LOG, check=False)
     assert proc.returncode != 0
     text = (tmp_path / "logs/gates/demo/s001.log").read_text()
-    assert "responses/s001.jsonl:5:" in text and "response.body" in text
+    assert "responses/s001.jsonl:5:" in text and "response.sha256" in text
 
 
 MALFORMED = {
@@ -256,9 +256,12 @@ def test_malformed_chunk_files_fail_naming_file_line_field(tmp_path) -> None:
     assert made == [tmp_path / f"results/{name}/sessions.jsonl" for name in sorted(MALFORMED)]
 
 
-def test_budget_abort_ends_one_trajectory_and_the_others_go_on(tmp_path, fake_server) -> None:
-    # the update grows memory by one line per evidence chunk; a tiny memory
-    # budget ends a trajectory when its memory overflows
+def test_memory_over_budget_is_a_format_failure_and_the_others_go_on(tmp_path, fake_server) -> None:
+    # the update grows memory by one line per evidence chunk (15, 31, 47 tokens);
+    # a candidate over budget.memory is that turn's format failure (issue 11.3):
+    # the memory stays, the trajectory goes on, and nothing is aborted. (The
+    # prompts stage reserves budget.memory in every prompt, so a memory that
+    # fits can never push a later prompt over the context.)
     server = fake_server({"replies": [{"match": "<section>", "gate": {"check_if": "error"}}]})
     chunks = tmp_path / "chunks"
     chunks.mkdir()
@@ -271,10 +274,12 @@ def test_budget_abort_ends_one_trajectory_and_the_others_go_on(tmp_path, fake_se
     log = read_lines(tmp_path / "results/p/log.jsonl")
     a = [x for x in log if x["session"] == "a"]
     b = [x for x in log if x["session"] == "b"]
-    assert [x["t"] for x in b] == [1, 2, 3, 4, 5]
-    assert a[-1]["status"] == "aborted" and a[-1]["abort"]["reason"] == "budget"
-    assert a[-1]["abort"]["component"] == "memory" and a[-1]["request"] is None
-    assert len(a) < 5
+    assert [x["t"] for x in b] == [1, 2, 3, 4, 5] and all(x["parsed"] for x in b)
+    assert [x["status"] for x in a] == ["ok"] * 5
+    assert [x["parsed"] for x in a] == [True, True, False, False, False]
+    assert {x["parse_error"]["tag"] for x in a[2:]} == {"update"}
+    assert all("over budget.memory 40" in x["parse_error"]["reason"] for x in a[2:])
+    assert [x["memory_after"] for x in a[2:]] == [a[1]["memory_after"]] * 3
 
 
 def test_parse_failure_is_recorded_and_reasked_with_a_new_seed(tmp_path, fake_server) -> None:
@@ -445,3 +450,5 @@ def test_unparsed_judgement_blocks_the_export_naming_the_pair(tmp_path, fake_ser
     text = (tmp_path / "logs/export/demo.log").read_text()
     assert "have no label" in text and unjudged[0]["chunk_sha"][:12] in text
     assert not (tmp_path / "results/demo/corpus/trajectories.jsonl").exists()
+    # the refusal is in the job's log only: log.jsonl, an input, is not written (issue 11.1)
+    assert len(read_lines(tmp_path / LOG)) == 72

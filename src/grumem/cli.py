@@ -2,6 +2,10 @@
 
 Each subcommand is `add_<name>(subparsers)` registering a `run` function;
 keep them thin: parse arguments, call the module that does the work.
+
+`--log` only ever names a progress log the command appends to (and where
+its error goes too); an input that is a log, such as log.jsonl, has its own
+flag (`--turn-log`). No command writes to a file it reads.
 """
 
 from __future__ import annotations
@@ -12,6 +16,17 @@ from collections.abc import Callable, Sequence
 
 from grumem.config import add_settings_arguments, settings_from_args
 from grumem.errors import GrumemError
+
+
+def add_progress_log(p: argparse.ArgumentParser) -> None:
+    """`--log`: the progress log this command appends to, and the only file its
+    error handler may write (see main)."""
+    p.add_argument(
+        "--log",
+        dest="progress_log",
+        default=None,
+        help="also append progress (and any error) to this file",
+    )
 
 
 def add_prompt(sub: argparse._SubParsersAction) -> None:
@@ -158,7 +173,7 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
     add_settings_arguments(p)
     p.add_argument("--prompts", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--log", default=None, help="also append progress to this file")
+    add_progress_log(p)
     p.add_argument(
         "--concurrency",
         type=int,
@@ -176,13 +191,14 @@ def run_responses(args: argparse.Namespace) -> int:
         # Snakemake may scale the job's llm_slots down to the global cap; the
         # job then keeps exactly that many requests in flight
         settings["llm"]["concurrency"] = max(1, args.concurrency)
-    stats = run(args.prompts, args.out, settings, args.log, label=args.prompts)
+    stats = run(args.prompts, args.out, settings, args.progress_log, label=args.prompts)
     print(f"responses: {stats}", file=sys.stderr)
     return 0
 
 
 def add_gates(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gates", help="stage `gates`: strict offline re-parse of the recording")
+    add_settings_arguments(p)
     p.add_argument("--prompts", required=True)
     p.add_argument("--responses", required=True)
     p.add_argument("--out", required=True)
@@ -193,7 +209,8 @@ def run_gates(args: argparse.Namespace) -> int:
     from grumem.gates import regate
     from grumem.records import write_jsonl
 
-    n = write_jsonl(args.out, regate(args.prompts, args.responses), "gate")
+    memory_budget = settings_from_args(args)["budget"]["memory"]
+    n = write_jsonl(args.out, regate(args.prompts, args.responses, memory_budget), "gate")
     print(f"gates: {n} asks re-parsed into {args.out}", file=sys.stderr)
     return 0
 
@@ -264,7 +281,7 @@ def run_kappa(args: argparse.Namespace) -> int:
 
 def add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="stage `export` (M5.3): the verl corpus from log + labels")
-    p.add_argument("--log", required=True, help="log.jsonl")
+    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--labels", required=True, help="labels.jsonl")
     p.add_argument("--kappa", required=True, help="kappa.json from `grumem kappa` (required)")
     p.add_argument("--min-kappa", type=float, default=0.6, help="export.min_kappa")
@@ -286,7 +303,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     summary = export(
         ExportInputs(
-            log=args.log,
+            log=args.turn_log,
             labels=args.labels,
             kappa=args.kappa,
             out_dir=args.out_dir,
@@ -409,7 +426,7 @@ def add_judge(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="requests in flight (overrides llm.concurrency: the job's llm_slots)",
     )
-    p.add_argument("--log", default=None, help="also append progress to this file")
+    add_progress_log(p)
     p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
     p.set_defaults(run=run_judge)
 
@@ -426,14 +443,14 @@ def run_judge(args: argparse.Namespace) -> int:
         args.out,
         args.unparsed,
         settings,
-        log_path=args.log,
+        log_path=args.progress_log,
         label=f"judge {args.project}",
         template_path=args.template or DEFAULT_TEMPLATE,
     )
     text = format_summary(stats, args.out, args.unparsed)
     print(text, file=sys.stderr)
-    if args.log:
-        with open(args.log, "a", encoding="utf-8") as log:
+    if args.progress_log:
+        with open(args.progress_log, "a", encoding="utf-8") as log:
             print(text, file=log)
     return 0
 
@@ -496,7 +513,7 @@ def run_calibrate_finalize(args: argparse.Namespace) -> int:
 
 def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
-    p.add_argument("--log", required=True, help="log.jsonl")
+    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
     p.add_argument("--out-dir", required=True, help="writes the SVG files of grumem.report.PLOTS")
     p.set_defaults(run=run_report_plots)
@@ -505,7 +522,7 @@ def add_report_plots(sub: argparse._SubParsersAction) -> None:
 def run_report_plots(args: argparse.Namespace) -> int:
     from grumem.report import write_plots
 
-    for path in write_plots(args.log, args.trajectories, args.out_dir):
+    for path in write_plots(args.turn_log, args.trajectories, args.out_dir):
         print(f"report-plots: wrote {path}", file=sys.stderr)
     return 0
 
@@ -539,16 +556,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def progress_log_clash(args: argparse.Namespace) -> str | None:
+    """The other argument naming the same file as the progress log, if any: the
+    command would append its progress to a file it reads or writes."""
+    import os
+
+    log = getattr(args, "progress_log", None)
+    if not log or not os.path.exists(log):
+        return None
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for v in values:
+            if (
+                name != "progress_log"
+                and isinstance(v, str)
+                and os.path.exists(v)
+                and os.path.samefile(v, log)
+            ):
+                return f"--{name.replace('_', '-')}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    progress_log = getattr(args, "progress_log", None)
+    clash = progress_log_clash(args)
+    if clash:
+        print(
+            f"grumem {args.command}: error: --log {progress_log} is also {clash}: the progress"
+            " log must be a file of its own (no command writes to a file it reads)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         return args.run(args)
     except GrumemError as e:
         message = f"grumem {args.command}: error: {e}"
         print(message, file=sys.stderr)
-        if getattr(args, "log", None):
-            # a job that shows progress on the terminal also keeps its error in its log
-            with open(args.log, "a", encoding="utf-8") as log:
+        # a job that shows progress on the terminal also keeps its error in its
+        # progress log; only a file declared as one (add_progress_log), never an input
+        if progress_log:
+            with open(progress_log, "a", encoding="utf-8") as log:
                 print(message, file=log)
         return e.exit_code
     except KeyboardInterrupt:

@@ -13,9 +13,12 @@ under the output directory:
 
 Prompts are the recorded request bodies, checked against their sha256 and
 never re-assembled: a template change after the run would otherwise train
-the policy on prompts the model never saw. All three files are written to
-temporary names and renamed only when the whole log has been read without
-error; on refusal or error nothing is left in the output directory.
+the policy on prompts the model never saw. Responses likewise: each turn's
+text is derived from its sha-checked recorded body (grumem.recording), and a
+log whose `content` disagrees with that body is refused. All three files are
+written to temporary names and renamed only when the whole log has been read
+without error; on refusal or error nothing is left in the output directory,
+and nothing is ever written next to the inputs.
 """
 
 from __future__ import annotations
@@ -37,16 +40,25 @@ import pyarrow.parquet as pq
 from grumem.errors import GrumemError
 from grumem.kappa import read_kappa
 from grumem.labels import Labels, MissingLabelsError, load_labels
+from grumem.recording import check_request, recorded_content
 from grumem.records import (
     RecordError,
     dumps,
     fast_validator,
     read_jsonl_fast,
     sha256_file,
-    sha256_text,
     validate,
 )
-from grumem.rewards import R_EXIT_EARLY, R_EXIT_LATE, R_EXIT_ON_TIME, TurnGates, score_trajectory
+from grumem.rewards import (
+    EXIT_ABORTED,
+    EXIT_NO_EVIDENCE,
+    EXIT_NO_GATE,
+    R_EXIT_EARLY,
+    R_EXIT_LATE,
+    R_EXIT_ON_TIME,
+    TurnGates,
+    score_trajectory,
+)
 
 TRAJECTORIES = "trajectories.jsonl"
 TURNS = "turns.parquet"
@@ -80,6 +92,11 @@ class ExportRefused(GrumemError):
 
 def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:
     """The kappa.json the export may rely on, or ExportRefused saying why not."""
+    if not min_kappa >= 0:
+        raise ExportRefused(
+            f"export.min_kappa {min_kappa} is below 0 (chance agreement): the calibration"
+            " check cannot be switched off; set a threshold between 0 and 1"
+        )
     if not os.path.exists(kappa_path):
         raise ExportRefused(
             f"no calibration: {kappa_path} does not exist. The export is refused until the labels"
@@ -217,16 +234,7 @@ def _check_line(path: str, lineno: int, rec: dict[str, Any]) -> None:
 
 def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[dict[str, str]]:
     """The chat messages exactly as sent: the recorded body, verified, never rebuilt."""
-    body = request["body"]
-    if sha256_text(body) != request["sha256"]:
-        raise RecordError(
-            path,
-            lineno,
-            "request.sha256",
-            "the recorded request body does not match its sha256: the recording is"
-            " corrupt. The export never re-assembles a prompt; re-record this run"
-            " (or restore the log) instead",
-        )
+    body = check_request(path, lineno, request)
     try:
         messages = json.loads(body)["messages"]
     except (json.JSONDecodeError, TypeError, KeyError) as e:
@@ -254,19 +262,20 @@ def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[d
     return messages
 
 
-def _check_response(path: str, lineno: int, response: dict[str, Any]) -> None:
-    body = response["body"]
-    if body is None or response["sha256"] is None:
-        return
-    # the body is stored as text with invalid UTF-8 replaced, so only a body
-    # without replacement characters can be checked against the raw bytes' hash
-    if sha256_text(body) != response["sha256"] and "\ufffd" not in body:
+def response_text(path: str, lineno: int, field: str, ask: dict[str, Any]) -> str | None:
+    """The assistant text of one recorded ask, derived from its sha-checked body; the
+    log's `content` must say the same (it is what the gates were parsed from)."""
+    text = recorded_content(path, lineno, ask["response"])
+    if text != ask["content"]:
         raise RecordError(
             path,
             lineno,
-            "response.sha256",
-            "the recorded response body does not match its sha256: the recording is corrupt",
+            field,
+            "differs from the assistant text of the recorded response body: the log was"
+            " edited; the export takes the text from the recording only (restore the log"
+            " or rerun rule `log`)",
         )
+    return text
 
 
 # ---------------------------------------------------------------- chunks
@@ -301,6 +310,7 @@ PARQUET_SCHEMA = pa.schema(
                     ("response", pa.string()),
                     ("r_update", pa.int64()),
                     ("r_exit", pa.float64()),
+                    ("r_exit_reason", pa.string()),
                     ("r_format", pa.int64()),
                     ("r_outcome", pa.float64()),
                     ("t_exit", pa.int64()),
@@ -309,6 +319,7 @@ PARQUET_SCHEMA = pa.schema(
                     ("update_gate", pa.bool_()),
                     ("exit_gate", pa.bool_()),
                     ("attempt", pa.int64()),
+                    ("asks", pa.int64()),
                     ("request_sha256", pa.string()),
                     ("project", pa.string()),
                     ("query_id", pa.string()),
@@ -383,6 +394,9 @@ class Summary:
     r_exit: Counter = field(default_factory=Counter)
     t_last_evidence: Counter = field(default_factory=Counter)
     parsed: int = 0
+    no_evidence: int = 0
+    reasked_turns: int = 0
+    reasks: int = 0
     aborted: Counter = field(default_factory=Counter)
     aborted_without_turns: int = 0
     levels: Counter = field(default_factory=Counter)
@@ -393,14 +407,18 @@ class Summary:
         for turn in traj["turns"]:
             self.turns += 1
             self.parsed += turn["parsed"]
+            self.reasked_turns += bool(turn["earlier_asks"])
+            self.reasks += len(turn["earlier_asks"])
             if turn["r_update"] > 0:
                 self.r_update_pos += 1
             else:
                 self.r_update_neg += 1
         self.r_format_pass += traj["r_format"]
-        self.r_exit[_EXIT_NAMES[traj["r_exit"]]] += 1
+        self.r_exit[_exit_name(traj)] += 1
         if traj["t_last_evidence"] is not None:
             self.t_last_evidence[traj["t_last_evidence"]] += 1
+        else:
+            self.no_evidence += 1
 
     def as_dict(self, inputs: dict[str, Any]) -> dict[str, Any]:
         def rate(k: int, n: int) -> float | None:
@@ -417,11 +435,11 @@ class Summary:
                 "fail": self.trajectories - self.r_format_pass,
                 "pass_rate": rate(self.r_format_pass, self.trajectories),
             },
-            "r_exit": {name: self.r_exit[name] for name in _EXIT_NAMES.values()},
+            "r_exit": {name: self.r_exit[name] for name in _EXIT_KEYS},
             "t_last_evidence": {
                 str(t): self.t_last_evidence[t] for t in sorted(self.t_last_evidence)
             },
-            "no_evidence": self.r_exit["no_evidence"],
+            "no_evidence": self.no_evidence,
             "aborted": {
                 "trajectories": sum(self.aborted.values()),
                 "by_reason": {r: self.aborted[r] for r in ("budget", "request_failed")},
@@ -432,6 +450,7 @@ class Summary:
                 "unparsed": self.turns - self.parsed,
                 "rate": rate(self.parsed, self.turns),
             },
+            "reasks": {"turns": self.reasked_turns, "asks": self.reasks},
             "inputs": inputs,
         }
 
@@ -440,8 +459,15 @@ _EXIT_NAMES = {
     R_EXIT_ON_TIME: "on_time",
     R_EXIT_EARLY: "early",
     R_EXIT_LATE: "late",
-    None: "no_evidence",
 }
+# r_exit null: no evidence, or no exit decision in the record (counted apart)
+_EXIT_KEYS = (*_EXIT_NAMES.values(), EXIT_NO_EVIDENCE, EXIT_ABORTED, EXIT_NO_GATE)
+
+
+def _exit_name(traj: dict[str, Any]) -> str:
+    if traj["r_exit"] is None:
+        return traj["r_exit_reason"]
+    return _EXIT_NAMES[traj["r_exit"]]
 
 
 L2_NOTE = (
@@ -472,7 +498,8 @@ def format_summary(s: dict[str, Any]) -> str:
             f" request_failed {ab['by_reason']['request_failed']};"
             f" {ab['without_turns']} with no turn, not exported)",
             f"parse rate: {pct(s['parsed']['rate'])}"
-            f" ({s['parsed']['turns']} of {s['turns']} turns parsed)",
+            f" ({s['parsed']['turns']} of {s['turns']} turns parsed;"
+            f" {s['reasks']['asks']} re-ask(s) in {s['reasks']['turns']} turn(s))",
             *(
                 [L2_NOTE]
                 if s["levels"]["L2"] and s["inputs"]["t_last_evidence_over"] == "recorded turns"
@@ -642,9 +669,14 @@ def _trajectory(
     tid, query_id = first["trajectory_id"], first["query_id"]
     turns: list[dict[str, Any]] = []
     gates: list[TurnGates] = []
+    parsed_asks: list[bool] = []
     for lineno, rec in traj.turns:
         messages = recorded_messages(path, lineno, rec["request"])
-        _check_response(path, lineno, rec["response"])
+        response = response_text(path, lineno, "content", rec)
+        earlier = [
+            _earlier_ask(path, lineno, f"earlier_asks.{i}", a)
+            for i, a in enumerate(rec["earlier_asks"])
+        ]
         label = labels.get(query_id, rec["chunk_sha"])
         if label is None:
             missing.add("turn", f"{path}:{lineno} {tid} t={rec['t']}", query_id, rec["chunk_sha"])
@@ -655,7 +687,7 @@ def _trajectory(
             {
                 "t": rec["t"],
                 "prompt": messages,
-                "response": rec["content"],
+                "response": response,
                 "r_update": None,  # filled below, once the trajectory is complete
                 "parsed": rec["parsed"],
                 "chunk_sha": rec["chunk_sha"],
@@ -664,9 +696,11 @@ def _trajectory(
                 "exit_gate": rec["exit_gate"],
                 "attempt": rec["response"]["attempt"],
                 "asks": rec["asks"],
+                "earlier_asks": earlier,
                 "request_sha256": rec["request"]["sha256"],
             }
         )
+        parsed_asks += [a["parsed"] for a in earlier] + [rec["parsed"]]
         gates.append(
             TurnGates(rec["t"], rec["parsed"], rec["update_gate"], rec["exit_gate"], label)
         )
@@ -674,7 +708,7 @@ def _trajectory(
     if missing or not turns:
         return None, []
 
-    rewards = score_trajectory(gates, evidence)
+    rewards = score_trajectory(gates, evidence, traj.abort is not None, parsed_asks)
     for turn, r in zip(turns, rewards.r_update, strict=True):
         turn["r_update"] = r
     abort = traj.abort[1] if traj.abort else None
@@ -682,6 +716,7 @@ def _trajectory(
         "trajectory_id": tid,
         "turns": turns,
         "r_exit": rewards.r_exit,
+        "r_exit_reason": rewards.r_exit_reason,
         "r_format": rewards.r_format,
         "r_outcome": rewards.r_outcome,
         "t_exit": rewards.t_exit,
@@ -699,6 +734,26 @@ def _trajectory(
         (_parquet_row(inputs, record, turn, i), _row_size(turn)) for i, turn in enumerate(turns)
     ]
     return record, rows
+
+
+def _earlier_ask(path: str, lineno: int, field: str, ask: dict[str, Any]) -> dict[str, Any]:
+    """An ask before the turn's last, as the corpus keeps it: checked like the last."""
+    check_request(path, lineno, ask["request"])
+    if ask["parsed"]:
+        raise RecordError(
+            path,
+            lineno,
+            f"{field}.parsed",
+            "an earlier ask parsed, yet the turn was asked again: the loop re-asks only"
+            " after a parse failure",
+        )
+    return {
+        "ask": ask["ask"],
+        "request_sha256": ask["request"]["sha256"],
+        "response": response_text(path, lineno, f"{field}.content", ask),
+        "parsed": ask["parsed"],
+        "parse_error": ask["parse_error"],
+    }
 
 
 def _session_evidence(
@@ -760,6 +815,7 @@ def _parquet_row(
             "response": turn["response"],
             "r_update": turn["r_update"],
             "r_exit": traj["r_exit"],
+            "r_exit_reason": traj["r_exit_reason"],
             "r_format": traj["r_format"],
             "r_outcome": traj["r_outcome"],
             "t_exit": traj["t_exit"],
@@ -768,6 +824,7 @@ def _parquet_row(
             "update_gate": turn["update_gate"],
             "exit_gate": turn["exit_gate"],
             "attempt": turn["attempt"],
+            "asks": turn["asks"],
             "request_sha256": turn["request_sha256"],
             **{name: traj[name] for name in _TRAJECTORY_FIELDS},
             "aborted": traj["aborted"] is not None,

@@ -14,26 +14,26 @@ from itertools import groupby
 
 from grumem.gate_parser import MAX_RAW, ParseError, parse_gate_response
 from grumem.prompt import memory_text
-from grumem.records import RecordError, read_jsonl, sha256_text
+from grumem.recording import chat_content, check_request, check_response, response_bytes
+from grumem.records import RecordError, read_jsonl
+from grumem.tokens import count_tokens
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
 
-def response_content(body: str) -> tuple[str, str | None]:
+def response_content(body: str | bytes) -> tuple[str, str | None]:
     """(content, finish_reason) of an OpenAI chat.completion body; ValueError if it has none."""
-    data = json.loads(body)
-    choice = data["choices"][0]
-    content = choice["message"]["content"]
-    if not isinstance(content, str):
-        raise ValueError("choices[0].message.content is not a string")
-    return content, choice.get("finish_reason")
+    return chat_content(body)
 
 
-def interpret(response: dict) -> dict:
+def interpret(response: dict, memory_budget: int | None = None) -> dict:
     """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
 
-    No gate is ever defaulted: anything but an exact parse records nulls."""
-    if response.get("status") != 200 or response.get("body") is None:
+    No gate is ever defaulted: anything but an exact parse records nulls. A
+    candidate memory over `memory_budget` tokens is the model's format failure
+    (tag `update`): using it would make the next prompt over budget."""
+    raw = response_bytes(response) if response.get("body") is not None else None
+    if response.get("status") != 200 or raw is None:
         error = response.get("error") or f"HTTP {response.get('status')}"
         return {
             "parsed": False,
@@ -47,7 +47,7 @@ def interpret(response: dict) -> dict:
             },
         }
     try:
-        content, finish = response_content(response["body"])
+        content, finish = chat_content(raw)
     except (ValueError, KeyError, IndexError, TypeError) as e:
         return {
             "parsed": False,
@@ -70,6 +70,21 @@ def interpret(response: dict) -> dict:
             "finish_reason": finish,
             "parse_error": e.to_json(),
         }
+    if memory_budget is not None:
+        tokens = count_tokens(memory_text(g.candidate))
+        if tokens > memory_budget:
+            return {
+                "parsed": False,
+                **_NULL_GATE,
+                "content": content,
+                "finish_reason": finish,
+                "parse_error": {
+                    "tag": "update",
+                    "reason": f"candidate memory is {tokens} tokens, over budget.memory"
+                    f" {memory_budget}: memory stays M_(t-1)",
+                    "raw": content[:MAX_RAW],
+                },
+            }
     return {
         "parsed": True,
         "update_gate": g.update_gate,
@@ -92,7 +107,9 @@ def user_message(body: str) -> str:
 
 
 def regate(
-    prompts_path: str | os.PathLike[str], responses_path: str | os.PathLike[str]
+    prompts_path: str | os.PathLike[str],
+    responses_path: str | os.PathLike[str],
+    memory_budget: int | None = None,
 ) -> Iterator[dict]:
     """Re-parse every recorded ask strictly, checking the recording as it goes.
 
@@ -112,7 +129,7 @@ def regate(
             if rec["t"] > t_seen:
                 turn_memory, t_seen = memory, rec["t"]
             _check_exchange(responses_path, line, rec, prompts, turn_memory)
-            gate = interpret(rec["response"])
+            gate = interpret(rec["response"], memory_budget)
             # every ask of a turn starts from the same memory; the last ask decides
             memory = memory_after(turn_memory, gate)
             yield {
@@ -125,20 +142,8 @@ def regate(
 
 
 def _check_exchange(path, line: int, rec: dict, prompts: dict, memory: str | None) -> None:
-    body = rec["request"]["body"]
-    if sha256_text(body) != rec["request"]["sha256"]:
-        raise RecordError(
-            path, line, "request.body", "does not match request.sha256: the recording was altered"
-        )
-    response = rec["response"]
-    if (
-        response["status"] == 200
-        and response["body"] is not None
-        and sha256_text(response["body"]) != response["sha256"]
-    ):
-        raise RecordError(
-            path, line, "response.body", "does not match response.sha256: the recording was altered"
-        )
+    body = check_request(path, line, rec["request"])
+    check_response(path, line, rec["response"])
     prompt = prompts.get((rec["trajectory_id"], rec["t"]))
     if prompt is None:
         raise RecordError(

@@ -118,7 +118,9 @@ async def run_trajectory(
                 progress.dropped += 1
                 progress.done += 1
                 return out
-            gate = interpret(ex.response)
+            # an over-long candidate is this turn's format failure, not the next
+            # turn's budget abort: the memory stays M_{t-1} and the loop goes on
+            gate = interpret(ex.response, s.budget.memory)
             if gate["parsed"]:
                 progress.parsed += 1
                 break

@@ -1,7 +1,9 @@
 """The `log` stage: prompts, responses and gates joined into one line per turn.
 
 log.jsonl is the boundary the export reads; it holds each turn's last ask
-(the one the loop acted on) and how many asks the turn took.
+(the one the loop acted on), how many asks the turn took, and the asks
+before it (re-asks after a parse failure: recorded exchanges, and a format
+failure of the model that r_format counts).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _GATE_FIELDS = (
     "think",
     "parse_error",
 )
+_EARLIER_ASK_FIELDS = ("content", "finish_reason", "parsed", "parse_error")
 
 
 def join_shard(
@@ -66,16 +69,18 @@ def join_shard(
         )
         if asks:
             last = asks[-1]
-            gate = gates.get((*key, last["ask"]))
-            if gate is None:
-                raise RecordError(
-                    gates_path,
-                    None,
-                    None,
-                    f"no gate record for {key[0]} t={key[1]} "
-                    f"ask={last['ask']}: rerun the gates stage",
-                )
+            gate = _gate(gates, gates_path, key, last["ask"])
             line.update(
+                earlier_asks=[
+                    {
+                        "ask": a["ask"],
+                        "request": a["request"],
+                        "response": a["response"],
+                        **{k: g[k] for k in _EARLIER_ASK_FIELDS},
+                    }
+                    for a in asks[:-1]
+                    for g in [_gate(gates, gates_path, key, a["ask"])]
+                ],
                 memory_before=last["memory_before"],
                 memory_after=gate["memory_after"],
                 request=last["request"],
@@ -85,6 +90,7 @@ def join_shard(
         else:
             before = memory.get(p["trajectory_id"])
             line.update(
+                earlier_asks=[],
                 memory_before=before,
                 memory_after=before,
                 request=None,
@@ -100,6 +106,18 @@ def join_shard(
             )
         memory[p["trajectory_id"]] = line["memory_after"]
         yield line
+
+
+def _gate(gates: dict, gates_path: str | os.PathLike[str], key: tuple[str, int], ask: int) -> dict:
+    gate = gates.get((*key, ask))
+    if gate is None:
+        raise RecordError(
+            gates_path,
+            None,
+            None,
+            f"no gate record for {key[0]} t={key[1]} ask={ask}: rerun the gates stage",
+        )
+    return gate
 
 
 def join(

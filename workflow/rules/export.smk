@@ -1,6 +1,6 @@
 rule corpus:
     input:
-        log="results/{project}/log.jsonl",
+        turn_log="results/{project}/log.jsonl",
         labels=labels_file,
         kappa="results/{project}/kappa.json",
         # whole sessions: an L2 trajectory that exits before evidence it never
@@ -19,7 +19,7 @@ rule corpus:
         min_kappa=config["export"]["min_kappa"],
         data_source=config["export"]["data_source"],
     shell:
-        "grumem export --log {input.log} --labels {input.labels} --kappa {input.kappa}"
+        "grumem export --turn-log {input.turn_log} --labels {input.labels} --kappa {input.kappa}"
         " --min-kappa {params.min_kappa} --data-source {params.data_source}"
         " --chunks {input.chunks} --out-dir {params.out_dir} 2> {log}"
 

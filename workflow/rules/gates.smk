@@ -10,6 +10,10 @@ rule gates:
         "benchmarks/gates/{project}/{shard}.tsv"
     conda:
         "../../environment.yml"
+    params:
+        # budget.memory: an over-long candidate is a format failure, as in the loop
+        settings=settings("budget"),
     shell:
-        "grumem gates --prompts {input.prompts} --responses {input.responses}"
+        "grumem gates --settings {params.settings:q} --prompts {input.prompts}"
+        " --responses {input.responses}"
         " --out {output} 2> {log}"

@@ -6,7 +6,7 @@ REPORT_PLOTS = expand("results/{project}/report/{plot}", project=PROJECTS, plot=
 
 rule report_plots:
     input:
-        log="results/{project}/log.jsonl",
+        turn_log="results/{project}/log.jsonl",
         trajectories="results/{project}/corpus/trajectories.jsonl",
     output:
         r_update=report(
@@ -46,5 +46,5 @@ rule report_plots:
     params:
         out_dir="results/{project}/report",
     shell:
-        "grumem report-plots --log {input.log} --trajectories {input.trajectories}"
+        "grumem report-plots --turn-log {input.turn_log} --trajectories {input.trajectories}"
         " --out-dir {params.out_dir} 2> {log}"

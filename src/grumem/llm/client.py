@@ -3,8 +3,9 @@
 - A request is its body string (built by `grumem.llm.request.build_body`),
   recorded before it is sent. After each attempt the bytes the SDK put on
   the wire are compared with it; a difference is an error, never a warning.
-- A response attempt is recorded as the raw body (UTF-8 text, invalid bytes
-  as U+FFFD), the sha256 of the raw bytes, HTTP status, attempt number,
+- A response attempt is recorded as the raw body (UTF-8 text; raw bytes
+  that are not UTF-8 also as `body_b64`, see grumem.recording), the sha256
+  of the raw bytes, HTTP status, attempt number,
   latency and error: the response schema's `attempt`, never a re-serialised
   object. Headers are never recorded (the request's carry the API key).
 - The SDK's own retries are off; this loop retries connection errors,
@@ -532,14 +533,15 @@ def _split_body(body: str, sha: str, label: str) -> tuple[str, Any, dict[str, An
 
 
 def _attempt_record(n: int, o: _Outcome, latency: float, why: str | None) -> dict[str, Any]:
-    """The response schema's `attempt`: raw body as text, sha256 of the raw bytes."""
+    """The response schema's `attempt`: raw body stored losslessly, sha256 of the raw bytes."""
+    from grumem.recording import stored_body
     from grumem.records import sha256_bytes
 
     content = o.content
     return {
         "attempt": n,
         "status": o.status,
-        "body": None if content is None else content.decode("utf-8", errors="replace"),
+        **({"body": None} if content is None else stored_body(content)),
         "sha256": None if content is None else sha256_bytes(content),
         "latency_s": round(latency, 6),
         "error": o.error or why or None,

@@ -1,0 +1,134 @@
+"""grumem.recording: lossless response bodies and the sha checks `gates` and `export` share."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from grumem.gates import interpret
+from grumem.llm.cache import _attempt_validator
+from grumem.llm.client import _attempt_record, _Outcome
+from grumem.recording import check_response, recorded_content, response_bytes
+from grumem.records import RecordError, sha256_bytes
+
+NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
+
+
+def test_a_body_that_is_not_utf8_is_recorded_losslessly() -> None:
+    """11.4: the client stored a U+FFFD-decoded string, so its sha256 (of the raw
+    bytes) could never be checked; now the raw bytes are kept as body_b64."""
+    attempt = _attempt_record(1, _Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None)
+    assert attempt["sha256"] == sha256_bytes(NOT_UTF8)
+    assert base64.b64decode(attempt["body_b64"]) == NOT_UTF8
+    assert "\ufffd" in attempt["body"]  # still readable
+    assert response_bytes(attempt) == NOT_UTF8
+    assert check_response("r.jsonl", 3, attempt) == NOT_UTF8
+    _attempt_validator().validate(attempt)  # response.schema.yaml's attempt
+    # a valid UTF-8 body has no body_b64: the record is unchanged for it
+    plain = _attempt_record(1, _Outcome(200, b'{"a": "\xc3\xa9"}', None), 0.1, None)
+    assert "body_b64" not in plain and plain["body"] == '{"a": "\u00e9"}'
+    assert check_response("r.jsonl", 3, plain) == b'{"a": "\xc3\xa9"}'
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (
+            lambda a: {
+                **a,
+                "body_b64": base64.b64encode(NOT_UTF8.replace(b"\xfe", b"\xfd")).decode(),
+            },
+            None,
+        ),
+        (lambda a: {**a, "body": a["body"].replace("upstream", "Upstream")}, "response.body_b64"),
+        (lambda a: {**a, "body_b64": "not base64!"}, "response.body_b64"),
+    ],
+    ids=["raw byte", "text", "bad base64"],
+)
+def test_an_edited_lossless_body_fails_naming_the_line(edit, field) -> None:
+    attempt = edit(_attempt_record(1, _Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None))
+    with pytest.raises(RecordError) as e:
+        check_response("r.jsonl", 7, attempt)
+    assert (e.value.path, e.value.line) == ("r.jsonl", 7)
+    assert e.value.field == (field or "response.sha256")
+
+
+def test_content_comes_from_the_raw_bytes() -> None:
+    body = b'{"choices": [{"message": {"content": "<check>yes</check>"}, "finish_reason": "stop"}]}'
+    attempt = _attempt_record(1, _Outcome(200, body, None), 0.1, None)
+    assert recorded_content("r.jsonl", 1, attempt) == "<check>yes</check>"
+    # a 200 that is not UTF-8 is no chat completion, in the loop and in the export alike
+    bad = _attempt_record(1, _Outcome(200, NOT_UTF8, None), 0.1, None)
+    assert recorded_content("r.jsonl", 1, bad) is None
+    gate = interpret(bad)
+    assert gate["parsed"] is False and gate["content"] is None
+    assert gate["parse_error"]["tag"] == "response"
+
+
+def _one_turn_recording(tmp_path, response: dict) -> tuple:
+    """A prompts file of one turn and a responses file whose one exchange got
+    `response` (then an abort, as the loop records a failed request)."""
+    import json
+
+    from grumem.prompt import PromptBuilder, memory_text
+    from grumem.prompts import plan
+    from grumem.records import dumps, sha256_text, write_jsonl
+
+    chunks = tmp_path / "s.jsonl"
+    chunks.write_text(
+        json.dumps({"session": "s", "index": 0, "records": [{"role": "user", "text": "hi"}]})
+        + "\n",
+        encoding="utf-8",
+    )
+    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], PromptBuilder.from_file(), 1)
+    prompts = tmp_path / "prompts.jsonl"
+    write_jsonl(prompts, [p], "prompt")
+    user = p["prefix"] + memory_text(None) + p["suffix"]
+    body = dumps({"model": "m", "messages": [{"role": "user", "content": user}]})
+    base = {"trajectory_id": p["trajectory_id"], "t": 1, "chunk_sha": p["chunk_sha"]}
+    exchange = {
+        "kind": "exchange",
+        **base,
+        "ask": 0,
+        "memory_before": None,
+        "request": {"body": body, "sha256": sha256_text(body)},
+        "response": response,
+        "attempts": [response],
+    }
+    abort = {"kind": "abort", **base, "reason": "request_failed", "component": None}
+    responses = tmp_path / "responses.jsonl"
+    write_jsonl(responses, [exchange, {**abort, "detail": "HTTP 502"}], "response")
+    return prompts, responses
+
+
+def _edit_b64(attempt: dict) -> dict:
+    raw = base64.b64decode(attempt["body_b64"]).replace(b"\xfe", b"\xfd")
+    return {**attempt, "body_b64": base64.b64encode(raw).decode()}
+
+
+@pytest.mark.parametrize(
+    "raw, edit",
+    [
+        (
+            b'{"error": {"message": "bad gateway"}}',
+            lambda a: {**a, "body": a["body"].replace("bad", "sad")},
+        ),
+        (NOT_UTF8, _edit_b64),
+    ],
+    ids=["utf-8 error body", "body not utf-8"],
+)
+def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw, edit) -> None:
+    """11.4: the `gates` stage checked the sha256 of 200 answers only, and a body
+    that is not UTF-8 could not be checked at all; now every body is checked."""
+    from grumem.gates import regate
+
+    attempt = _attempt_record(1, _Outcome(502, raw, "HTTP 502"), 0.1, None)
+    prompts, responses = _one_turn_recording(tmp_path, attempt)
+    [gate] = list(regate(prompts, responses))
+    assert gate["parsed"] is False and gate["parse_error"]["tag"] == "response"
+
+    prompts, responses = _one_turn_recording(tmp_path, edit(attempt))
+    with pytest.raises(RecordError) as e:
+        list(regate(prompts, responses))
+    assert (e.value.path, e.value.line, e.value.field) == (str(responses), 1, "response.sha256")
