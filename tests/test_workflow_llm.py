@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from workflow_helpers import (
@@ -177,6 +178,16 @@ def test_a_wrong_answering_model_fails_unless_accepted_and_is_logged(tmp_path, f
     snakemake(tmp_path, LOG)
     log = read_lines(tmp_path / LOG)
     assert {(x["model"], x["response_model"]) for x in log} == {
+        ("fake-model", "gpt-4o-evil-substitute")
+    }
+    # the corpus says which model answered, per turn, not only which was asked for
+    snakemake(tmp_path, "export")
+    corpus = tmp_path / "results/demo/corpus"
+    turns = [turn for traj in read_lines(corpus / "trajectories.jsonl") for turn in traj["turns"]]
+    assert len(turns) == 72
+    assert {turn["response_model"] for turn in turns} == {"gpt-4o-evil-substitute"}
+    extra = pq.read_table(corpus / "turns.parquet").column("extra_info").to_pylist()
+    assert {(row["model"], row["response_model"]) for row in extra} == {
         ("fake-model", "gpt-4o-evil-substitute")
     }
 

@@ -321,6 +321,7 @@ PARQUET_SCHEMA = pa.schema(
                     ("attempt", pa.int64()),
                     ("asks", pa.int64()),
                     ("request_sha256", pa.string()),
+                    ("response_model", pa.string()),
                     ("project", pa.string()),
                     ("query_id", pa.string()),
                     ("session", pa.string()),
@@ -698,6 +699,7 @@ def _trajectory(
                 "asks": rec["asks"],
                 "earlier_asks": earlier,
                 "request_sha256": rec["request"]["sha256"],
+                "response_model": rec.get("response_model"),
             }
         )
         parsed_asks += [a["parsed"] for a in earlier] + [rec["parsed"]]
@@ -826,6 +828,7 @@ def _parquet_row(
             "attempt": turn["attempt"],
             "asks": turn["asks"],
             "request_sha256": turn["request_sha256"],
+            "response_model": turn["response_model"],
             **{name: traj[name] for name in _TRAJECTORY_FIELDS},
             "aborted": traj["aborted"] is not None,
         },

@@ -19,9 +19,9 @@ rule corpus:
         min_kappa=config["export"]["min_kappa"],
         data_source=config["export"]["data_source"],
     shell:
-        "grumem export --turn-log {input.turn_log} --labels {input.labels} --kappa {input.kappa}"
+        "grumem export --turn-log {input.turn_log} --labels {input.labels:q} --kappa {input.kappa}"
         " --min-kappa {params.min_kappa} --data-source {params.data_source}"
-        " --chunks {input.chunks} --out-dir {params.out_dir} 2> {log}"
+        " --chunks {input.chunks:q} --out-dir {params.out_dir} 2> {log}"
 
 
 rule export:

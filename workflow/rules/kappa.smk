@@ -15,6 +15,6 @@ rule kappa:
     params:
         min_calibration=config["export"]["min_calibration"],
     shell:
-        "grumem kappa --labels {input.labels} --calibration {input.calibration}"
+        "grumem kappa --labels {input.labels:q} --calibration {input.calibration:q}"
         " --queries {input.queries:q} --chunks {input.chunks:q}"
         " --min-calibration {params.min_calibration} --out {output} 2> {log}"
