@@ -105,6 +105,7 @@ def trajectory(tid: str, r_updates: list[int], t_last_evidence: int | None) -> d
             "asks": 1,
             "earlier_asks": [],
             "request_sha256": sha256_text(f"req {tid}/{t}"),
+            "response_model": "fake-model",
         }
         for t, r in enumerate(r_updates, start=1)
     ]
