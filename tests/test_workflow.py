@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -376,6 +377,40 @@ def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
     return {name: (work / f"results/{project}/corpus" / name).read_bytes() for name in CORPUS}
 
 
+# The demo corpus against the fake server's demo script, pinned before the package
+# is reorganised (issue 12): moving code must not move a byte. A deliberate change
+# of the corpus (a new field, a reward rule) updates these with its reason in the
+# commit. turns.parquet is pinned by its schema and rows, not its bytes: its footer
+# names the pyarrow version that wrote it, which a fresh venv may upgrade.
+PINNED_DEMO_CORPUS = {
+    "trajectories.jsonl": "1e0aee1dd8c3d37edce2c17bb913946b8abe583f96a27419d5c35558dde5a703",
+    "summary.json": "2dc157a3942f399b641e90355d3a786204c9580c2e11a08de927260509cb461a",
+    "turns.parquet rows": "07562216c1809dc79114d25feced013db83953d32581d9de16e177cd012a442f",
+}
+
+
+def corpus_digests(work: Path, project: str = "demo") -> dict[str, str]:
+    import pyarrow.parquet as pq
+
+    corpus = work / f"results/{project}/corpus"
+    table = pq.read_table(corpus / "turns.parquet")
+    rows = json.dumps({"schema": str(table.schema), "rows": table.to_pylist()}, sort_keys=True)
+    # the summary names the log's sha256 (its attempts carry latencies, which differ
+    # from run to run; the corpus does not) and the labels' path in this checkout
+    summary = json.loads((corpus / "summary.json").read_bytes())
+    del summary["inputs"]["log_sha256"]
+    summary["inputs"]["labels"] = Path(summary["inputs"]["labels"]).relative_to(REPO).as_posix()
+    return {
+        "trajectories.jsonl": sha256_bytes((corpus / "trajectories.jsonl").read_bytes()),
+        "summary.json": sha256_bytes(json.dumps(summary, sort_keys=True).encode("utf-8")),
+        "turns.parquet rows": sha256_bytes(rows.encode("utf-8")),
+    }
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> None:
     import pyarrow.parquet as pq
 
@@ -386,6 +421,7 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
     table = pq.read_table(tmp_path / "results/demo/corpus/turns.parquet")
     assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     assert table.num_rows == 72
+    assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
     server.stop()
     for sub in ("prompts", "responses", "gates", "corpus"):
         for f in (tmp_path / "results/demo" / sub).iterdir():
@@ -395,6 +431,7 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
     assert corpus_bytes(tmp_path) == live
     snakemake(tmp_path, "--forcerun", "corpus", "export")
     assert corpus_bytes(tmp_path) == live
+    assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
 
 
 def test_export_without_calibration_file_fails_naming_it(tmp_path) -> None:
