@@ -4,7 +4,7 @@ Target: `export` (the default): every project's corpus under results/{project}/c
 """
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -28,9 +28,6 @@ if not config.get("projects"):
 # common.smk puts this interpreter's bin directory first on PATH
 envvars:
     "PATH",
-
-
-validate(config, "workflow/schemas/config.schema.yaml")
 
 
 report: "workflow/report/workflow.rst"

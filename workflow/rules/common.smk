@@ -12,8 +12,10 @@ from grumem.errors import GrumemError
 from grumem.records import RecordError
 from grumem.units import UNIT_PATTERN, unit_name, unit_names
 
-# snakemake's validate fills defaults only under `properties`; grumem's own
-# validator also fills each project's entry, so jobs and DAG agree.
+# The config is validated once, here, by grumem's validator (the schema is
+# workflow/schemas/config.schema.yaml): it fills defaults also in each project's
+# entry, so jobs and DAG agree, and it never echoes a value that may be a key
+# pasted in the wrong place, as snakemake.utils.validate's message would.
 # Snakemake's loader keeps the last of two duplicate keys; grumem's refuses them.
 try:
     check_config_files(workflow.configfiles)
