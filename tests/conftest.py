@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -18,6 +19,20 @@ from typing import Any
 import pytest
 
 # ------------------------------------------------------------------ helpers
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _temporary_files_under_pytest_basetemp(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """Every temporary file of a test and of the processes it starts (snakemake's
+    own temporary directory, left behind when a test kills snakemake on purpose)
+    lands under pytest's basetemp, which pytest prunes, never loose in /tmp."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
+    patch.setattr(tempfile, "tempdir", None)  # gettempdir() re-reads TMPDIR
+    yield
+    patch.undo()
 
 
 def free_port() -> int:

