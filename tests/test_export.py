@@ -343,11 +343,11 @@ def test_cli_prints_summary(work: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "5 trajectories (6 in the log), 24 turns" in proc.stdout
-    assert "r_update: +1 19, -1 5" in proc.stdout
-    assert "pass rate 80.0%" in proc.stdout
-    assert "t_last_evidence: t=1: 1, t=2: 1, t=5: 2" in proc.stdout
-    assert "aborted trajectories: 2 (budget 1, request_failed 1" in proc.stdout
+    assert "5 trajectories (6 in the log), 24 turns" in proc.stderr
+    assert "r_update: +1 19, -1 5" in proc.stderr
+    assert "pass rate 80.0%" in proc.stderr
+    assert "t_last_evidence: t=1: 1, t=2: 1, t=5: 2" in proc.stderr
+    assert "aborted trajectories: 2 (budget 1, request_failed 1" in proc.stderr
     assert pq.read_table(work / "corpus" / TURNS).column("data_source").to_pylist() == ["demo"] * 24
 
 

@@ -123,7 +123,7 @@ def test_cli(tmp_path: Path) -> None:
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "kappa: 0.7547 over 26 pairs" in proc.stdout
+    assert "kappa: 0.7547 over 26 pairs" in proc.stderr
     assert out.exists()
     out.unlink()
     cmd[cmd.index("--min-calibration") + 1] = "27"

@@ -422,6 +422,9 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
     assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     assert table.num_rows == 72
     assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
+    # statistics go to the jobs' logs (a rule captures stderr), not to stdout
+    assert "kappa: " in (tmp_path / "logs/kappa/demo.log").read_text(encoding="utf-8")
+    assert "trajectories" in (tmp_path / "logs/export/demo.log").read_text(encoding="utf-8")
     server.stop()
     for sub in ("prompts", "responses", "gates", "corpus"):
         for f in (tmp_path / "results/demo" / sub).iterdir():

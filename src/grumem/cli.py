@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 from grumem.config import add_settings_arguments, settings_from_args
@@ -274,7 +275,8 @@ def run_kappa(args: argparse.Namespace) -> int:
     )
     print(
         f"kappa: {r['kappa']:.4f} over {r['n']} pairs (observed {r['observed_agreement']:.4f},"
-        f" expected {r['expected_agreement']:.4f}) -> {args.out}"
+        f" expected {r['expected_agreement']:.4f}) -> {args.out}",
+        file=sys.stderr,  # the job's log: a rule captures stderr only
     )
     return 0
 
@@ -312,7 +314,7 @@ def run_export(args: argparse.Namespace) -> int:
             chunks=tuple(args.chunks),
         )
     )
-    print(format_summary(summary))
+    print(format_summary(summary), file=sys.stderr)  # the job's log: a rule captures stderr
     return 0
 
 
@@ -601,6 +603,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception:
+        # a bug, not bad input: the traceback goes to stderr as usual, and also to
+        # the progress log of a job whose rule sends only progress there
+        if progress_log:
+            with open(progress_log, "a", encoding="utf-8") as log:
+                print(f"grumem {args.command}: internal error:", file=log)
+                traceback.print_exc(file=log)
+        raise
 
 
 if __name__ == "__main__":
