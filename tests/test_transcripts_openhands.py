@@ -392,3 +392,18 @@ def test_openhands_project_chunks_then_prompts(tmp_path: Path, fake_server) -> N
     assert sorted(chunk_files) == ["ledgerkit-issue-212.jsonl", "sales-plot.jsonl"]
     prompts = (tmp_path / "results/oh/prompts/s0.jsonl").read_text(encoding="utf-8")
     assert "quoted newline" in prompts and "Monthly sales rose steadily" in prompts
+
+
+def test_auto_on_a_folder_mixing_all_formats(tmp_path: Path) -> None:
+    """Every sample under fixtures/transcripts/<format>/ chunks as <format> in one `--format
+    auto` run: a new detector that steals another format's file fails here."""
+    files = sorted(p for p in T.rglob("*") if p.is_file())
+    assert {p.parent.name for p in files} >= {"openhands", "codex-cli", "claude-code", "openai"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "grumem", "chunk", "--out", str(tmp_path / "out"), *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for p in files:
+        assert f"{p}: {p.parent.name}, " in proc.stdout
