@@ -346,7 +346,7 @@ def test_cli_long_rollout_needs_several_chunks(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert f"{LONG}: codex-cli, 1 session(s)" in proc.stdout
+    assert f"{LONG}: codex-cli, 1 session(s)" in proc.stdout + proc.stderr
     assert len(read_chunk_file(out / f"{LONG_ID}.jsonl")) >= 3
     assert len(read_chunk_file(out / f"{SHORT_ID}.jsonl")) == 1
 

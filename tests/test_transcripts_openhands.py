@@ -374,7 +374,7 @@ def test_cli_long_session_needs_several_chunks(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert f"{LONG}: openhands, 1 session(s)" in proc.stdout
+    assert f"{LONG}: openhands, 1 session(s)" in proc.stdout + proc.stderr
     long_chunks = read_chunk_file(out / "ledgerkit-issue-212.jsonl")
     assert len(long_chunks) >= 3
     assert len(read_chunk_file(out / "sales-plot.jsonl")) == 1
@@ -406,4 +406,4 @@ def test_auto_on_a_folder_mixing_all_formats(tmp_path: Path) -> None:
         check=True,
     )
     for p in files:
-        assert f"{p}: {p.parent.name}, " in proc.stdout
+        assert f"{p}: {p.parent.name}, " in proc.stdout + proc.stderr
