@@ -16,7 +16,15 @@ from types import ModuleType
 
 from grumem.errors import GrumemError
 from grumem.records import RecordError, open_input
-from grumem.transcripts import claude_code, mini_swe_agent, openai_chat, records, swe_agent
+from grumem.transcripts import (
+    claude_code,
+    codex_cli,
+    mini_swe_agent,
+    openai_chat,
+    openhands,
+    records,
+    swe_agent,
+)
 from grumem.transcripts.base import HEAD_BYTES, Head, Session
 
 __all__ = [
@@ -29,7 +37,8 @@ __all__ = [
 ]
 
 FORMATS: dict[str, ModuleType] = {
-    m.NAME: m for m in (claude_code, records, mini_swe_agent, swe_agent, openai_chat)
+    m.NAME: m
+    for m in (claude_code, records, mini_swe_agent, swe_agent, openai_chat, openhands, codex_cli)
 }
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
