@@ -24,6 +24,8 @@ from grumem.transcripts.base import tool_call_text
 G = FIXTURES_DIR / "transcripts" / "gemini-cli"
 LONG = G / "session-2026-05-06T14-02-9d3f5a2e.json"
 SHORT = G / "session-2026-06-01T08-00-c4a1e8b0.json"
+LOG = G / "session-2026-09-14T10-05-e7b2d4a9.jsonl"
+LOG_ID = "e7b2d4a9-3c18-4f60-a2d5-91c0b8e6f3a4"
 LONG_ID = "9d3f5a2e-61b4-4c0e-8f7a-2b6d1c9e4a70"
 SHORT_ID = "c4a1e8b0-2f7d-4a63-b915-0e8d6f3a2c17"
 
@@ -40,7 +42,7 @@ def roles(session) -> list[str]:
 # ------------------------------------------------------------------ detection
 
 
-@pytest.mark.parametrize("path", [LONG, SHORT], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [LONG, SHORT, LOG], ids=lambda p: p.name)
 def test_auto_detects_gemini_cli_sessions(path: Path) -> None:
     assert detect_format(path) == "gemini-cli"
     assert read_transcript(path)[0] == "gemini-cli"
@@ -115,8 +117,44 @@ def test_thinking_dropped_and_counted() -> None:
     assert dict(short.skipped) == {"thinking": 1, "tool call without result": 1}
 
 
+def test_jsonl_log_replayed_as_gemini_cli_resumes_it() -> None:
+    s = session_of(LOG)
+    assert s.id == LOG_ID
+    assert roles(s) == ["user", "assistant", "tool_result", "assistant", "user", "assistant"]
+    # the call was written pending, then again complete under the same id: read once, complete
+    assert [r["source"]["id"] for r in s.records if r["role"] != "tool_result"] == [
+        "u-0001",
+        "g-0002",
+        "g-0003",
+        "u-0005",
+        "g-0006",
+    ]
+    assert s.records[2]["text"].startswith('Found 3 matches for pattern "\\btimeout\\b"')
+    assert s.records[2]["source"]["status"] == "success"
+    # the prompt the user took back with /rewind is gone, and counted
+    assert "Wait, also rename it in the docs." not in [r["text"] for r in s.records]
+    assert dict(s.skipped) == {"rewound message": 1}
+
+
+def test_jsonl_errors_name_the_line(tmp_path: Path) -> None:
+    lines = LOG.read_text(encoding="utf-8").splitlines()
+    bad = json.loads(lines[4])
+    del bad["toolCalls"][0]["name"]
+    lines[4] = json.dumps(bad)
+    f = tmp_path / "session-bad.jsonl"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError) as e:
+        read_transcript(f, "gemini-cli")
+    assert (e.value.path, e.value.line, e.value.field) == (str(f), 5, "toolCalls[0].name")
+    lines[6] = '{"hello": 1}'
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError) as e:
+        read_transcript(f, "gemini-cli")
+    assert e.value.line == 7 and "expected session metadata, a message" in e.value.why
+
+
 def test_tool_results_follow_their_calls() -> None:
-    for path in (LONG, SHORT):
+    for path in (LONG, SHORT, LOG):
         s = session_of(path)
         called: dict[str, int] = {}
         for i, r in enumerate(s.records):
@@ -222,10 +260,27 @@ def expected(messages: list[dict], drop_thinking: bool) -> list[tuple[str, str]]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=st.lists(message, min_size=1, max_size=8), drop_thinking=st.booleans())
-def test_every_text_once_in_order(tmp_path_factory, messages, drop_thinking: bool) -> None:
-    f = tmp_path_factory.mktemp("gemini") / "session.json"
-    f.write_text(json.dumps(build(messages), indent=2), encoding="utf-8")
+@given(
+    messages=st.lists(message, min_size=1, max_size=8),
+    drop_thinking=st.booleans(),
+    as_log=st.booleans(),
+)
+def test_every_text_once_in_order(
+    tmp_path_factory, messages, drop_thinking: bool, as_log: bool
+) -> None:
+    doc = build(messages)
+    if as_log:  # the JSON Lines log: each gemini message written twice, pending then complete
+        f = tmp_path_factory.mktemp("gemini") / "session.jsonl"
+        lines = [{k: v for k, v in doc.items() if k != "messages"}]
+        for m in doc["messages"]:
+            if m["type"] == "gemini":
+                lines.append({**m, "toolCalls": [], "content": ""})
+            lines.append(m)
+            lines.append({"$set": {"lastUpdated": m["timestamp"]}})
+        f.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    else:
+        f = tmp_path_factory.mktemp("gemini") / "session.json"
+        f.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     fmt, [s] = read_transcript(f, "auto", drop_thinking)
     assert fmt == "gemini-cli"
     assert [(r["role"], r["text"]) for r in s.records] == expected(messages, drop_thinking)
@@ -293,15 +348,15 @@ def test_bad_json_names_the_line(tmp_path: Path) -> None:
 
 def test_gemini_cli_project_chunks_then_prompts(tmp_path, fake_server) -> None:
     server = fake_server(REPO / "fixtures" / "fake" / "demo.yaml")
-    project = demo_project(transcripts={"glob": str(G / "session-*.json"), "format": "auto"})
+    project = demo_project(transcripts={"glob": str(G / "session-*.json*"), "format": "auto"})
     del project["chunks"]
     write_config(tmp_path, server.base_url, projects={"gem": project})
     dry = snakemake(tmp_path, "-n", "results/gem/log.jsonl").stdout
     assert "rule chunk:" in dry and "rule prompts:" in dry
     snakemake(tmp_path, "results/gem/log.jsonl")
     chunk_files = [p for p in files_under(tmp_path / "results/gem/chunks") if p.suffix == ".jsonl"]
-    assert sorted(p.stem for p in chunk_files) == sorted([LONG_ID, SHORT_ID])
+    assert sorted(p.stem for p in chunk_files) == sorted([LONG_ID, SHORT_ID, LOG_ID])
     sessions = {x["session"] for x in read_lines(tmp_path / "results/gem/log.jsonl")}
-    assert sessions == {LONG_ID, SHORT_ID}
+    assert sessions == {LONG_ID, SHORT_ID, LOG_ID}
     long = next(p for p in chunk_files if p.stem == LONG_ID)
     assert len(read_lines(long)) >= 2  # several chunks at the default section budget

@@ -1,11 +1,19 @@
-"""Gemini CLI saved chats (`~/.gemini/tmp/<project_hash>/chats/session-*.json`).
+"""Gemini CLI saved chats (`~/.gemini/tmp/<project_hash>/chats/session-*.json` or `.jsonl`).
 
 Read from gemini-cli's ChatRecordingService (packages/core/src/services/
-chatRecordingService.ts and chatRecordingTypes.ts, gemini-cli 0.x of 2025,
-the JSON session file): one JSON object `{sessionId, projectHash,
-startTime, lastUpdated, messages, summary?}`, one Session named by
-`sessionId`. Newer releases append the same message records as JSON Lines
-(`session-*.jsonl`); those are not read here.
+chatRecordingService.ts and chatRecordingTypes.ts). Two shapes, one Session
+named by `sessionId` each:
+- the JSON session file of gemini-cli 0.x (2025): one object `{sessionId,
+  projectHash, startTime, lastUpdated, messages, summary?}`;
+- the JSON Lines session log of the 2026 releases: a metadata line
+  `{sessionId, projectHash, ...}`, then one line per message written, plus
+  `{"$set": {...}}` and `{"$rewindTo": <message id>}` lines. It is replayed
+  as gemini-cli resumes it: a message written again under the same id (its
+  tool calls completed, its tokens counted) is a duplicated payload, and
+  the last version is read in the place of the first; a rewind removes the
+  message and everything after it (counted as `rewound message`: the user
+  took them back); a `$set` of `messages` replaces the list. Errors name
+  the line.
 
 Each message has `id`, `timestamp`, `type` and `content`:
 - `user` -> user. `gemini` -> assistant: its `thoughts` first (each
@@ -38,6 +46,7 @@ from grumem.transcripts.base import (
     Head,
     Session,
     blob_placeholder,
+    iter_json_lines,
     load_json_document,
     record,
     require,
@@ -55,18 +64,27 @@ ROLE_MAP = {
 }
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
-    doc = head.document
+def _is_metadata(obj: Any) -> bool:
     return (
-        isinstance(doc, dict)
-        and isinstance(doc.get("sessionId"), str)
-        and isinstance(doc.get("projectHash"), str)
-        and isinstance(doc.get("messages"), list)
+        isinstance(obj, dict)
+        and isinstance(obj.get("sessionId"), str)
+        and isinstance(obj.get("projectHash"), str)
     )
+
+
+def detect(path: str | os.PathLike[str], head: Head) -> bool:
+    first = head.first_line
+    if _is_metadata(first) and "messages" not in first:
+        return True  # the JSON Lines session file
+    doc = head.document
+    return _is_metadata(doc) and isinstance(doc.get("messages"), list)
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     path = str(path)
+    first = Head(path).first_line
+    if _is_metadata(first) and "messages" not in first:
+        return [_read_jsonl(path, drop_thinking)]
     doc = load_json_document(path)
     if not isinstance(doc, dict):
         raise RecordError(
@@ -80,6 +98,54 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     for i, msg in enumerate(messages):
         _convert(msg, f"messages[{i}]", i, path, drop_thinking, session)
     return [session]
+
+
+def _read_jsonl(path: str, drop_thinking: bool) -> Session:
+    """Replay the session log as gemini-cli's loadConversationRecord does: a message
+    line written again under the same id replaces the earlier one in its place, a
+    `$rewindTo` line removes that message and all after it, and a `$set` line of
+    `messages` replaces the whole list."""
+    meta: dict[str, Any] = {}
+    current: dict[str, tuple[int, dict]] = {}  # id -> (line, message), in first-seen order
+    replaced: list[tuple[int, dict]] | None = None
+    rewound = 0
+    for line, obj in iter_json_lines(path):
+        if isinstance(obj.get("$rewindTo"), str):
+            ids = list(current)
+            cut = ids.index(obj["$rewindTo"]) if obj["$rewindTo"] in ids else 0
+            for key in ids[cut:]:
+                del current[key]
+            rewound += len(ids) - cut
+        elif isinstance(obj.get("id"), str):
+            current[obj["id"]] = (line, obj)
+        elif isinstance(obj.get("$set"), dict):
+            update = obj["$set"]
+            meta.update(update)
+            if isinstance(update.get("messages"), list) and update["messages"]:
+                replaced = [(line, m) for m in update["messages"]]
+        elif _is_metadata(obj):
+            meta.update(obj)
+        else:
+            raise RecordError(
+                path,
+                line,
+                None,
+                "expected session metadata, a message (with 'id'), '$set' or '$rewindTo'",
+            )
+    session_id = meta.get("sessionId")
+    if not isinstance(session_id, str) or not session_id:
+        raise RecordError(path, 1, "sessionId", "missing: no session metadata line")
+    session = Session(session_id)
+    messages = replaced if replaced is not None else list(current.values())
+    for i, (line, msg) in enumerate(messages):
+        try:
+            _convert(msg, "", i, path, drop_thinking, session)
+        except RecordError as e:
+            field = e.field.lstrip(".") if e.field else None
+            raise RecordError(path, line, field or None, e.why) from None
+    if rewound:
+        session.skipped["rewound message"] += rewound
+    return session
 
 
 def _convert(
