@@ -287,7 +287,7 @@ def test_not_utf8_is_an_error_naming_the_byte(tmp_path: Path) -> None:
     f.write_bytes(write_header().encode() + b"#### caf\xe9  \n")
     with pytest.raises(RecordError) as e:
         read_transcript(f, "aider")
-    assert e.value.path == str(f) and "not UTF-8" in e.value.why
+    assert (e.value.path, e.value.line) == (str(f), 4) and "not UTF-8" in e.value.why
 
 
 # ------------------------------------------------------------------ workflow

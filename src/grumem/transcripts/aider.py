@@ -85,7 +85,8 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RecordError(path, None, None, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise RecordError(path, line, None, f"not UTF-8 ({e.reason} at byte {e.start})") from None
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
     project = project_name(path)
     sessions: list[Session] = []
