@@ -20,7 +20,7 @@ from grumem.records import RecordError
 from grumem.transcripts import detect_format, read_transcript
 
 A = FIXTURES_DIR / "transcripts" / "aider"
-LONG = A / "invoice-cli" / ".aider.chat.history.md"
+LONG = A / "invoice-cli.aider.chat.history.md"
 SHORT = A / "retry-backoff.aider.chat.history.md"
 TAG = "thinking-content-7bbeb8e1441453ad999a0bbba8a46d4b"
 
@@ -55,7 +55,7 @@ def write_header(ts: str = "2026-01-02 03:04:05") -> str:
 # ------------------------------------------------------------------ detection
 
 
-@pytest.mark.parametrize("path", [LONG, SHORT], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [LONG, SHORT], ids=lambda p: p.name.split(".")[0])
 def test_auto_detects_aider_histories(path: Path) -> None:
     assert detect_format(path) == "aider"
     assert read_transcript(path)[0] == "aider"
@@ -295,7 +295,7 @@ def test_not_utf8_is_an_error_naming_the_byte(tmp_path: Path) -> None:
 
 def test_aider_project_chunks_then_prompts(tmp_path, fake_server) -> None:
     server = fake_server(REPO / "fixtures" / "fake" / "demo.yaml")
-    project = demo_project(transcripts={"glob": str(A / "*" / ".aider.chat.history.md")})
+    project = demo_project(transcripts={"glob": str(A / "invoice-cli.*.md")})
     del project["chunks"]
     write_config(tmp_path, server.base_url, projects={"ai": project})
     dry = snakemake(tmp_path, "-n", "results/ai/log.jsonl").stdout
