@@ -320,6 +320,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 TRANSCRIPT_FORMATS = ("auto", "claude-code", "mini-swe-agent", "swe-agent", "openai", "records")
 TRANSCRIPT_FORMATS += ("openhands", "codex-cli")
+TRANSCRIPT_FORMATS += ("aider", "gemini-cli")
 
 
 def add_chunk(sub: argparse._SubParsersAction) -> None:

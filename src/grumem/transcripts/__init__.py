@@ -17,8 +17,10 @@ from types import ModuleType
 from grumem.errors import GrumemError
 from grumem.records import RecordError, open_input
 from grumem.transcripts import (
+    aider,
     claude_code,
     codex_cli,
+    gemini_cli,
     mini_swe_agent,
     openai_chat,
     openhands,
@@ -38,7 +40,17 @@ __all__ = [
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m
-    for m in (claude_code, records, mini_swe_agent, swe_agent, openai_chat, openhands, codex_cli)
+    for m in (
+        claude_code,
+        records,
+        mini_swe_agent,
+        swe_agent,
+        openai_chat,
+        openhands,
+        codex_cli,
+        aider,
+        gemini_cli,
+    )
 }
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
