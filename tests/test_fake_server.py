@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -19,19 +20,14 @@ from typing import Any
 
 import pytest
 
-from grumem.errors import GrumemError
 from grumem.gate_parser import parse_gate_response
-from grumem.llm.fake_server import (
-    Faults,
-    TokenDist,
-    check_host,
-    draw_tokens,
-    fault_for,
-    load_script,
-)
 from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
-from grumem.records import RecordError, sha256_bytes
+from grumem.records import sha256_bytes
+from support.draws import draw_tokens, fault_for
+from support.fake_server import FakeServerError, check_host
+from support.harness import child_env
+from support.script import Capacity, Faults, ScriptError, TokenDist, load_script
 
 GATE = {"check_if": "error|fixed", "next_if": "DONE"}
 
@@ -467,44 +463,137 @@ def test_demo_script_answers_the_demo_prompts(fake_server):
     assert judged.endswith("<evidence>no</evidence>")
 
 
+ONE_OF = "needs exactly one of content, sequence, gate, judge"
+NO_MATCH = "the default rule has no `match`: it answers whatever no reply matched"
+
+
 @pytest.mark.parametrize(
-    ("script", "field"),
+    ("script", "field", "why"),
     [
-        ({"replies": [{"match": "x"}]}, "replies[0]"),
-        ({"replies": [{"match": "x", "content": "a", "gate": {"check_if": "e"}}]}, "replies[0]"),
-        ({"replies": [{"match": "x", "gate": {"next_if": "e"}}]}, "replies[0].gate.check_if"),
-        ({"faults": {"rate": 1.5}}, "faults.rate"),
-        ({"faults": {"rate": 0.1, "kinds": ["timeout"]}}, "faults.kinds"),
-        ({"capacity": {"completion_tokens": {"fixed": 3}}}, "capacity"),
-        ({"modle": "x"}, "modle"),
-        ({"shapes": [{"kind": "teapot"}]}, "shapes[0].kind"),
-        ({"shapes": [{"kind": "sse", "match": "("}]}, "shapes[0].match"),
-        ({"shapes": {"kind": "sse"}}, "shapes"),
+        ({"replies": [{"match": "x"}]}, "replies[0]", ONE_OF),
+        (
+            {"replies": [{"match": "x", "content": "a", "gate": {"check_if": "e"}}]},
+            "replies[0]",
+            ONE_OF,
+        ),
+        ({"replies": [{"content": "a"}]}, "replies[0].match", "is required"),
+        (
+            {"replies": [{"match": "x", "gate": {"next_if": "e"}}]},
+            "replies[0].gate.check_if",
+            "is required",
+        ),
+        (
+            {"replies": [{"match": "x", "sequence": []}]},
+            "replies[0].sequence",
+            "[] should be non-empty",
+        ),
+        ({"default": {"match": "x", "content": "a"}}, "default", NO_MATCH),
+        ({"faults": {"rate": 1.5}}, "faults.rate", "1.5 is greater than the maximum of 1"),
+        ({"faults": {"rate": True}}, "faults.rate", "True is not of type 'number'"),
+        (
+            {"faults": {"rate": 0.1, "kinds": ["timeout"]}},
+            "faults.kinds[0]",
+            "'timeout' is not one of ['429', '500', '503', 429, 500, 503, "
+            "'hang', 'reset', 'truncated', 'non_json', 'length']",
+        ),
+        ({"faults": {"rate": 0.1, "seed": 3.0}}, "faults.seed", "3.0 is not of type 'integer'"),
+        ({"latency_s": float("nan")}, "latency_s", "must be a finite number, got nan"),
+        (
+            {"capacity": {"completion_tokens": {"fixed": 3}}},
+            "capacity",
+            "needs tokens_per_s, per_request_tps or both",
+        ),
+        (
+            {"capacity": {"tokens_per_s": 0}},
+            "capacity.tokens_per_s",
+            "0 is less than or equal to the minimum of 0",
+        ),
+        (
+            {"capacity": {"tokens_per_s": 1, "completion_tokens": {"fixed": 3, "mu": 1}}},
+            "capacity.completion_tokens.mu",
+            "unknown field; allowed: fixed",
+        ),
+        (
+            {"capacity": {"tokens_per_s": 1, "completion_tokens": {"dist": "lognormal", "mu": 1}}},
+            "capacity.completion_tokens.sigma",
+            "is required",
+        ),
+        (
+            {"modle": "x"},
+            "modle",
+            "unknown field; allowed: "
+            "model, replies, default, faults, outage, capacity, latency_s, shapes",
+        ),
+        (
+            {"shapes": [{"kind": "teapot"}]},
+            "shapes[0].kind",
+            "'teapot' is not one of "
+            "['empty_choices', 'null_content', 'sse', 'echo_authorization', 'not_found']",
+        ),
+        (
+            {"shapes": [{"kind": "sse", "match": "("}]},
+            "shapes[0].match",
+            "bad regex '(': missing ), unterminated subpattern at position 0",
+        ),
+        ({"shapes": {"kind": "sse"}}, "shapes", "{'kind': 'sse'} is not of type 'array'"),
+        (["model", "x"], None, "['model', 'x'] is not of type 'object'"),
     ],
 )
-def test_bad_scripts_name_the_field(script: dict, field: str):
-    with pytest.raises(RecordError) as e:
+def test_bad_scripts_name_the_field(script: Any, field: str | None, why: str):
+    """Checked by fake_script.schema.yaml; the error names the field and says why."""
+    with pytest.raises(ScriptError) as e:
         load_script(script)
-    assert e.value.field == field
+    assert (e.value.field, e.value.why) == (field, why)
 
 
-def test_cli_port_file_sigterm_and_loopback_only(tmp_path: Path):
+def test_script_file_errors_name_file_line_and_field(tmp_path: Path):
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("model: a\nmodel: b\n", encoding="utf-8")
+    with pytest.raises(ScriptError) as e:
+        load_script(dup)
+    assert (e.value.source, e.value.line, e.value.field) == (str(dup), 2, None)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("faults: {rate: 2}\n", encoding="utf-8")
+    with pytest.raises(ScriptError) as e:
+        load_script(bad)
+    assert str(e.value) == f"{bad}: field 'faults.rate' 2 is greater than the maximum of 1"
+
+
+def test_a_valid_script_fills_the_defaults():
+    script = load_script(
+        {
+            "replies": [{"match": "x", "gate": {"check_if": "e"}}],
+            "default": {"sequence": ["a", "b"]},
+            "faults": {"rate": 0.5, "kinds": [503, "hang"]},
+            "capacity": {"per_request_tps": 10, "completion_tokens": {"fixed": 4}},
+        }
+    )
+    assert (script.model, script.outage, script.latency_s, script.shapes) == (
+        "fake-model",
+        False,
+        0.0,
+        (),
+    )
+    assert script.replies[0].gate.check_if.pattern == "e" and script.replies[0].gate.next_if is None
+    assert (script.default.index, script.default.match, script.default.sequence) == (
+        -1,
+        None,
+        ("a", "b"),
+    )
+    assert script.faults == Faults(0.5, ("503", "hang"), 0, 0.0, 30.0, False)
+    assert script.capacity == Capacity(math.inf, 10.0, TokenDist(fixed=4))
+
+
+def test_main_port_file_sigterm_and_loopback_only(tmp_path: Path):
     script = tmp_path / "s.yaml"
     script.write_text("replies:\n  - match: '.'\n    content: hi\n", encoding="utf-8")
     port_file = tmp_path / "port"
+    command = [sys.executable, "-m", "support.fake_server", "--script", str(script)]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "grumem",
-            "fake-server",
-            "--script",
-            str(script),
-            "--port-file",
-            str(port_file),
-        ],
+        [*command, "--port-file", str(port_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=child_env(),
     )
     try:
         line = proc.stdout.readline().decode()
@@ -522,26 +611,34 @@ def test_cli_port_file_sigterm_and_loopback_only(tmp_path: Path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["port", "s.yaml"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grumem.llm.fake_server",
-            "--script",
-            str(script),
-            "--host",
-            "0.0.0.0",
-        ],
-        capture_output=True,
-        timeout=30,
+        [*command, "--host", "0.0.0.0"], capture_output=True, timeout=30, env=child_env()
     )
     assert done.returncode == 1
     assert b"loopback" in done.stderr and done.stdout == b""
 
 
+def test_main_names_the_bad_field_of_a_script_file(tmp_path: Path):
+    script = tmp_path / "bad.yaml"
+    script.write_text("replies:\n  - match: '.'\n    gate: {next_if: DONE}\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "support.fake_server", "--script", str(script)],
+        capture_output=True,
+        timeout=30,
+        env=child_env(),
+    )
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.decode() == (
+        f"fake_server: error: {script}: field 'replies[0].gate.check_if' is required\n"
+    )
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "example.org", "::", "127.0.0.1.nip.io"])
 def test_non_loopback_hosts_are_refused(host: str):
-    with pytest.raises(GrumemError, match="loopback"):
+    with pytest.raises(FakeServerError, match="loopback"):
         check_host(host)
 
 

@@ -1,6 +1,6 @@
 """The LLM client against the fake server over real HTTP: wire bytes, faults, crash, replay, key.
 
-No monkeypatching: the client talks to `grumem.llm.fake_server` in a
+No monkeypatching: the client talks to the fake server (tests/support) in a
 subprocess, whose fault schedule is a pure function of (seed, request sha,
 attempt), so each test knows what every attempt must have met.
 """
@@ -28,7 +28,6 @@ from grumem.llm.client import (
     is_answer,
     retry_after_seconds,
 )
-from grumem.llm.fake_server import completion_body, fault_for, load_script
 from grumem.llm.grammar import (
     GATE_GRAMMAR,
     GrammarUnsupported,
@@ -39,6 +38,9 @@ from grumem.llm.local_server import free_port
 from grumem.llm.request import RequestError, build_body, request_sha, sampling_params
 from grumem.records import dumps, sha256_text, validate
 from grumem.tokens import count_tokens
+from support.draws import fault_for
+from support.replies import completion_body
+from support.script import load_script
 
 MODEL = "fake-model"
 REPLY = "<think>ok</think>\n<check>no</check>\n<update></update>\n<next>continue</next>"
