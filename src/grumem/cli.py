@@ -100,21 +100,6 @@ def run_parse(args: argparse.Namespace) -> int:
     return code
 
 
-def add_fake_server(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fake-server", help="serve a scripted fake OpenAI-compatible LLM locally")
-    p.add_argument("--script", required=True, help="the script, a YAML or JSON file")
-    p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=0, help="port; 0 picks a free one (default)")
-    p.add_argument("--port-file", default=None, help="also write the bound port to this file")
-    p.set_defaults(run=run_fake_server)
-
-
-def run_fake_server(args: argparse.Namespace) -> int:
-    from grumem.llm.fake_server import run
-
-    return run(args)
-
-
 def add_prompts(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prompts", help="stage `prompts`: every (trajectory, t) of a shard")
     add_settings_arguments(p)
@@ -539,7 +524,6 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_gates,
     add_log,
     add_parse,
-    add_fake_server,
     add_kappa,
     add_export,
     add_chunk,
