@@ -3,10 +3,11 @@
     .venv/bin/python scripts/bench_rollout.py [--quick] [--profile FILE] [--keep DIR]
 
 1. Generates a project (N sessions of T chunks, one chunk file per session,
-   one query) in a temporary directory and starts the fake LLM server as a
-   subprocess with a capacity model: R tokens/s shared equally by the
-   requests in flight, at most r tokens/s each, completion lengths drawn
-   from a fixed-seed lognormal capped at 2048 tokens.
+   one query) in a temporary directory and starts the fake LLM server
+   (tests/support, through its harness) as a subprocess with a capacity
+   model: R tokens/s shared equally by the requests in flight, at most r
+   tokens/s each, completion lengths drawn from a fixed-seed lognormal
+   capped at 2048 tokens.
 2. Live run: the prompts stage's `plan` builds the prompt records, then
    `grumem.rollout.run_shard` runs all N trajectories in this process through
    one `LLMClient` (at most `--concurrency` requests in flight).
@@ -41,9 +42,7 @@ import math
 import os
 import pstats
 import random
-import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +62,10 @@ from grumem.records import dumps, validate
 from grumem.rollout import LoopSettings, Progress, run_shard
 
 REPO = Path(__file__).resolve().parents[1]
+# the fake server and its process harness are test support (tests/support), not the package
+sys.path.insert(0, str(REPO / "tests"))
+from support.harness import start_fake_server  # noqa: E402
+
 PROJECT = "bench"
 MODEL = "fake-model"
 QUESTION = "Which errors did the agent hit, and what fixed each one?"
@@ -194,61 +197,6 @@ def llm_section(case: Case, cache_dir: Path, mode: str, base_url: str | None) ->
     }
 
 
-# ------------------------------------------------------------------ the fake server
-
-
-class FakeServer:
-    """`python -m grumem.llm.fake_server` as a subprocess; stopped on exit."""
-
-    def __init__(self, script: dict[str, Any], workdir: Path):
-        path = workdir / "fake-server.json"
-        path.write_text(json.dumps(script), encoding="utf-8")
-        self.stderr_path = workdir / "fake-server.stderr"
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "grumem.llm.fake_server", "--script", str(path)],
-                stdout=subprocess.PIPE,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-            )
-        line = self._first_line(30.0)
-        prefix = "listening http://127.0.0.1:"
-        if not line.startswith(prefix):
-            self.stop()
-            raise SystemExit(f"fake server did not start: {line!r}\n{self.stderr_path.read_text()}")
-        self.base_url = line.strip()[len("listening ") :]
-
-    def _first_line(self, timeout: float) -> str:
-        assert self.proc.stdout is not None
-        buf = b""
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while b"\n" not in buf and time.monotonic() < deadline:
-                if sel.select(deadline - time.monotonic()):
-                    data = os.read(self.proc.stdout.fileno(), 4096)
-                    if not data:
-                        break
-                    buf += data
-        return buf.decode("utf-8", "replace")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far (Linux /proc)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 # ------------------------------------------------------------------ the ideal
 
 
@@ -344,7 +292,7 @@ def completion_tokens(record: dict) -> int:
 def live_run(
     case: Case, chunk_files: list[Path], queries: Path, workdir: Path, profile: str | None
 ) -> Live:
-    server = FakeServer(server_script(case), workdir)
+    server = start_fake_server(server_script(case), workdir)
     try:
         llm = llm_section(case, workdir / "cache", "live", server.base_url)
         settings = settings_from_json(json.dumps({"llm": llm}))
