@@ -7,6 +7,7 @@ responses the fault kinds promise.
 
 from __future__ import annotations
 
+import ast
 import http.client
 import json
 import math
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import grumem
 from grumem.gate_parser import parse_gate_response
 from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
@@ -688,3 +690,32 @@ def test_misbehaving_shapes_as_seen_on_the_wire(module_fake_server):
     assert server.stats()["faults"] == {
         k: 1 for k in ("empty_choices", "null_content", "sse", "echo_authorization", "not_found")
     }
+
+
+# ------------------------------------------------------------------ boundary
+
+
+def imported_modules(package: Path) -> dict[str, set[str]]:
+    """Top-level names each module of `package` imports (absolute imports only)."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(package))] = names
+    return found
+
+
+def test_the_product_imports_neither_test_support_nor_aiohttp():
+    """aiohttp is a test extra and tests/support is not shipped: a product
+    module importing either would fail in a plain `pip install grumem`."""
+    package = Path(grumem.__file__).parent
+    offenders = {
+        module: sorted(names & {"support", "aiohttp"})
+        for module, names in imported_modules(package).items()
+        if names & {"support", "aiohttp"}
+    }
+    assert offenders == {}
