@@ -9,8 +9,6 @@ import pytest
 from workflow_helpers import snakemake, write_config
 
 from grumem.config import check_config_files, load_config, load_queries, load_yaml
-from grumem.llm.fake_server import load_script
-from grumem.paths import FIXTURES_DIR
 from grumem.records import RecordError
 
 QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
@@ -77,15 +75,6 @@ def test_merge_keys_may_still_override(tmp_path: Path) -> None:
     path = tmp_path / "x.yaml"
     path.write_text("base: &b {a: 1, b: 2}\nderived:\n  <<: *b\n  b: 3\n")
     assert load_yaml(path)["derived"] == {"a": 1, "b": 3}
-
-
-def test_fake_server_script_with_duplicate_keys(tmp_path: Path) -> None:
-    text = (FIXTURES_DIR / "fake" / "demo.yaml").read_text(encoding="utf-8")
-    assert load_script(FIXTURES_DIR / "fake" / "demo.yaml")
-    path = tmp_path / "script.yaml"
-    path.write_text(text + "model: other-model\n")
-    with pytest.raises(RecordError, match="duplicate key 'model'"):
-        load_script(path)
 
 
 def test_check_config_files_accepts_the_bundled_config() -> None:

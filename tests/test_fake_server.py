@@ -561,6 +561,14 @@ def test_script_file_errors_name_file_line_and_field(tmp_path: Path):
     assert str(e.value) == f"{bad}: field 'faults.rate' 2 is greater than the maximum of 1"
 
 
+def test_fake_server_script_with_duplicate_keys(tmp_path: Path) -> None:
+    text = (FIXTURES_DIR / "fake" / "demo.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "script.yaml"
+    path.write_text(text + "model: other-model\n")
+    with pytest.raises(ScriptError, match="duplicate key 'model'"):
+        load_script(path)
+
+
 def test_a_valid_script_fills_the_defaults():
     script = load_script(
         {
