@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout import FIXTURES_DIR
 
 from grumem.errors import GrumemError
 from grumem.gate_parser import parse_gate_response
@@ -29,7 +30,6 @@ from grumem.llm.fake_server import (
     fault_for,
     load_script,
 )
-from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
 from grumem.records import RecordError, sha256_bytes
 
