@@ -15,6 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from test_workflow import CORPUS, FAKE_DEMO, PINNED_DEMO_CORPUS, corpus_digests
 from workflow_helpers import demo_project, env, write_config
 
 import grumem.paths
+from grumem.errors import GrumemError
 
 CARD_QUESTION = "Which errors did the agent hit, and what fixed each one?"
 CARD_MEMORY = "kubectl get pods fails without --namespace; fixed by adding --namespace=kube-system"
@@ -62,6 +64,17 @@ def test_package_data_is_the_workflows_files() -> None:
         "grumem.schemas": "workflow/schemas",
         "grumem.templates": "templates",
     }
+
+
+def test_data_package_that_is_not_files_is_refused_by_name(tmp_path, monkeypatch) -> None:
+    # a zipped install has no paths to hand to Snakemake as a rule's input
+    archive = tmp_path / "zipped.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped_data/__init__.py", "")
+        z.writestr("zipped_data/gru-mem.txt", "x")
+    monkeypatch.syspath_prepend(str(archive))
+    with pytest.raises(GrumemError, match=r"zipped_data is not installed as files on disk"):
+        grumem.paths.package_dir("zipped_data")
 
 
 def copy_build_inputs(dest: Path) -> None:
