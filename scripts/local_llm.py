@@ -21,6 +21,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from pathlib import Path
 
 from grumem.chunks import read_chunk_file
 from grumem.config import load_queries
@@ -29,8 +30,10 @@ from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import LocalServer
 from grumem.llm.request import build_body
-from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
+
+# this script runs from the checkout; the package knows only its package data
+FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 async def bench(base_url: str, model: str, n: int, max_tokens: int) -> None:

@@ -22,8 +22,10 @@ from pathlib import Path
 from grumem.chunks import iter_sessions
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.paths import FIXTURES_DIR
 from grumem.records import write_jsonl
+
+# this script runs from the checkout; the package knows only its package data
+FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"
 
 DEMO_DIR = FIXTURES_DIR / "demo"
 ERRORS = "errors-and-fixes"

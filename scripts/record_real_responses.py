@@ -35,9 +35,11 @@ from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import MODEL_NAME, LocalServer
 from grumem.llm.request import build_body
-from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
 from grumem.records import write_json
+
+# this script runs from the checkout; the package knows only its package data
+FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"
 
 MEMORY_PREVIEW = 200  # characters of the previous chunk kept as a short memory
 

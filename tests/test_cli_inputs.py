@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from grumem.paths import FIXTURES_DIR
+from checkout import FIXTURES_DIR
 
 DEMO = FIXTURES_DIR / "demo"
 CHUNK = DEMO / "chunks" / "demo-01-k8s-namespace.jsonl"

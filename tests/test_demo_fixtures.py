@@ -13,10 +13,10 @@ import sys
 from collections import Counter
 
 import pytest
+from checkout import FIXTURES_DIR, REPO_ROOT
 
 from grumem.chunks import Chunk, read_chunk_file, render_records
 from grumem.config import load_queries
-from grumem.paths import FIXTURES_DIR, REPO_ROOT
 from grumem.records import read_jsonl
 from grumem.tokens import count_tokens
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from checkout import FIXTURES_DIR
 
 from grumem.chunks import render_records
 from grumem.errors import GrumemError
@@ -29,7 +30,6 @@ from grumem.export import (
 )
 from grumem.kappa import run_kappa
 from grumem.labels import MissingLabelsError
-from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
 from grumem.records import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
 

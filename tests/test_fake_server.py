@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout import FIXTURES_DIR
 
 import grumem
 from grumem.gate_parser import parse_gate_response
-from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
 from grumem.records import sha256_bytes
 from support.draws import draw_tokens, fault_for

@@ -11,12 +11,12 @@ import sys
 from collections import Counter
 
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.errors import GrumemError
 from grumem.gate_parser import MAX_RAW, GateResponse, ParseError, parse_gate_response
-from grumem.paths import FIXTURES_DIR
 
 TAGS = ("think", "check", "update", "next")
 VALID_FILE = FIXTURES_DIR / "gate-response-valid.txt"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from checkout import FIXTURES_DIR, REPO_ROOT
 from conftest import start_fake_server
 
 from grumem.calibration import allocate, draw_sample, finalize, write_sample
@@ -39,7 +40,6 @@ from grumem.labels import load_labels
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import ReplayMiss
 from grumem.llm.grammar import JUDGE_GRAMMAR, GrammarUnsupported, gbnf
-from grumem.paths import FIXTURES_DIR, REPO_ROOT
 from grumem.prompt import TemplateError
 from grumem.records import RecordError, read_jsonl, sha256_text
 

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from grumem.chunks import iter_sessions
 from grumem.kappa import Confusion, KappaError, cohen_kappa, kappa_between, run_kappa
 from grumem.labels import Labels
-from grumem.paths import FIXTURES_DIR
 from grumem.records import RecordError, dumps, sha256_file, validate
 
 FIXTURE = FIXTURES_DIR / "export"

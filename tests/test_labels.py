@@ -6,11 +6,11 @@ from pathlib import Path
 
 import fastjsonschema
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import given
 from hypothesis import strategies as st
 
 from grumem.labels import load_labels
-from grumem.paths import FIXTURES_DIR
 from grumem.records import (
     RecordError,
     _validator,

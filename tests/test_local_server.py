@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout import FIXTURES_DIR
 
 from grumem.chunks import read_chunk_file
 from grumem.config import load_queries
@@ -25,7 +26,6 @@ from grumem.llm.client import LLMClient
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.local_server import LocalServer, LocalServerError, find_gguf
 from grumem.llm.request import build_body
-from grumem.paths import FIXTURES_DIR
 from grumem.prompt import PromptBuilder
 
 pytestmark = pytest.mark.slow

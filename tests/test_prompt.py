@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from checkout import FIXTURES_DIR, REPO_ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grumem.chunks import ROLE_LABELS, iter_sessions, read_chunk_file, render_records
-from grumem.paths import FIXTURES_DIR, REPO_ROOT
 from grumem.prompt import (
     DEFAULT_TEMPLATE,
     NO_PREVIOUS_MEMORY,

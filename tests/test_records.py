@@ -10,13 +10,14 @@ from typing import Any
 
 import fastjsonschema
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.chunks import read_chunk_file
 from grumem.config import load_config, validate_config
 from grumem.errors import GrumemError
-from grumem.paths import FIXTURES_DIR, SCHEMAS_DIR
+from grumem.paths import SCHEMAS_DIR
 from grumem.records import (
     RecordError,
     compile_fast,

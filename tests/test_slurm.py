@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from grumem.paths import REPO_ROOT
+from checkout import REPO_ROOT
 
 CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_cluster.sh"
 SLURM_PROFILE = REPO_ROOT / "workflow" / "profiles" / "slurm"

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import FIXTURES_DIR
 
 from grumem.chunks import read_chunk_file, render_records
 from grumem.cli import TRANSCRIPT_FORMATS
-from grumem.paths import FIXTURES_DIR
 from grumem.records import RecordError
 from grumem.tokens import count_tokens
 from grumem.transcripts import (

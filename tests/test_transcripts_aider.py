@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_helpers import REPO, demo_project, files_under, read_lines, snakemake, write_config
 
-from grumem.paths import FIXTURES_DIR
 from grumem.records import RecordError
 from grumem.transcripts import detect_format, read_transcript
 

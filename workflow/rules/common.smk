@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 
 from grumem.config import check_config_files, split_connection, validate_config
 from grumem.errors import GrumemError
+from grumem.paths import TEMPLATES_DIR
 from grumem.records import RecordError
 from grumem.units import UNIT_PATTERN, unit_name, unit_names
 
@@ -30,9 +31,11 @@ os.environ["PATH"] = os.pathsep.join(
     [str(Path(sys.executable).parent), os.environ["PATH"]]
 )
 
-REPO = Path(workflow.basedir)
-TEMPLATE = str(REPO / "templates" / "gru-mem.txt")
-JUDGE_TEMPLATE = str(REPO / "templates" / "judge.txt")
+# The templates the library reads (grumem.paths), not a path under
+# workflow.basedir: that is the directory of the main Snakefile, another
+# workflow's when this one is used as a module.
+TEMPLATE = str(TEMPLATES_DIR / "gru-mem.txt")
+JUDGE_TEMPLATE = str(TEMPLATES_DIR / "judge.txt")
 PROJECTS = sorted(config["projects"])
 
 
