@@ -227,13 +227,15 @@ def _plan(cls: type[Record]) -> dict[str, tuple[bool, Load, Dump]]:
 def _converters(hint: Any) -> tuple[Load, Dump]:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1 and inner[0] is not hint:
-            load, dump = _converters(inner[0])
-            return (lambda v, p: None if v is None else load(v, p)), (
-                lambda v: None if v is None else dump(v)
-            )
-        return _keep, _same
+        kinds = [_converters(a) for a in args if a is not type(None)]
+        if all(k == (_keep, _same) for k in kinds):
+            return _keep, _same
+        if len(kinds) > 1:  # a value's type would have to be guessed from its shape
+            raise TypeError(f"{hint}: a record or an array may only be unioned with None")
+        load, dump = kinds[0]
+        return (lambda v, p: None if v is None else load(v, p)), (
+            lambda v: None if v is None else dump(v)
+        )
     if origin is tuple:
         load_item, dump_item = _converters(args[0])
 
