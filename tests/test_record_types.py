@@ -5,7 +5,7 @@ schema side by side: every property is a field and every field a property, in
 the schema's order (the writers' key order); required-ness is no-default-ness;
 nullability is `None` in the type; enums are Literals; closed objects are
 record classes, open ones JsonObject. Records generated from the schema itself,
-the export fixture's log, and a real export's trajectories round-trip to the
+the export fixture's log, a real `grumem log` and a real export round-trip to the
 same bytes."""
 
 from __future__ import annotations
@@ -274,6 +274,68 @@ def test_the_export_fixture_log_round_trips():
         assert dumps(LogLine.from_dict(record).to_dict()) == line, f"line {i}"
     # the fixture predates response_model: its lines have no such key, and keep none
     assert LogLine.from_dict(json.loads(lines[0])).response_model is ABSENT
+
+
+def shard_records(line: dict[str, Any]) -> tuple[dict, list[dict], list[dict]]:
+    """The prompt, response and gate records `grumem log` joins back into `line`; an
+    unparsed turn is recorded as asked twice, so the join writes an earlier ask."""
+    key = {k: line[k] for k in ("trajectory_id", "t")}
+    prompt = {
+        **{k: line[k] for k in ("trajectory_id", "project", "query_id", "session", "sample")},
+        **{"t": line["t"], "chunk_sha": line["chunk_sha"], "chunk_file": "c.jsonl"},
+        **{"chunk_line": line["t"], "system": None, "prefix": "", "suffix": ""},
+        "tokens": {"question": 1, "section": 1, "fixed": 1},
+    }
+    if line["status"] == "aborted":
+        abort = {"kind": "abort", **key, "chunk_sha": line["chunk_sha"], **line["abort"]}
+        return prompt, [abort], []
+    responses, gates = [], []
+    for ask in range(1 if line["parsed"] else 2):
+        responses.append(
+            {
+                **{"kind": "exchange", **key, "ask": ask, "chunk_sha": line["chunk_sha"]},
+                **{k: line[k] for k in ("memory_before", "request", "response")},
+                **{"attempts": [line["response"]], "response_model": "served-model"},
+            }
+        )
+        gate_keys = ("parsed", "update_gate", "exit_gate", "candidate", "think", "parse_error")
+        gates.append(
+            {
+                **{**key, "ask": ask},
+                **{k: line[k] for k in (*gate_keys, "content", "finish_reason", "memory_after")},
+            }
+        )
+    return prompt, responses, gates
+
+
+def test_the_log_stage_writes_what_round_trips(tmp_path: Path):
+    """`grumem log` over shards rebuilt from the fixture: its lines (with response_model,
+    and an earlier ask) are LogLine's fields in order, and round-trip byte for byte."""
+    prompts, responses, gates = [], [], []
+    for line in (EXPORT_FIXTURE / "log.jsonl").read_text(encoding="utf-8").splitlines():
+        p, r, g = shard_records(json.loads(line))
+        prompts.append(p)
+        responses += r
+        gates += g
+    for name, records in (("prompts", prompts), ("responses", responses), ("gates", gates)):
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(dumps(r) + "\n" for r in records), encoding="utf-8"
+        )
+    out = tmp_path / "log.jsonl"
+    grumem(
+        "log",
+        *("--config", str(FIXTURES_DIR.parent / "config.yaml"), "--out", str(out)),
+        *("--prompts", str(tmp_path / "prompts.jsonl")),
+        *("--responses", str(tmp_path / "responses.jsonl")),
+        *("--gates", str(tmp_path / "gates.jsonl")),
+    )
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(prompts)
+    typed = [LogLine.from_dict(json.loads(line)) for line in lines]
+    assert [dumps(t.to_dict()) for t in typed] == lines
+    assert [f.name for f in dataclasses.fields(LogLine)] == list(json.loads(lines[0]))
+    assert sum(len(t.earlier_asks) for t in typed) == 1
+    assert {t.response_model for t in typed} == {"served-model", None}
 
 
 def grumem(*args: str) -> None:
