@@ -529,3 +529,78 @@ def test_cli_missing_file_exits_1(tmp_path):
     assert run.returncode == 1
     assert run.stdout == b""
     assert b"absent.txt" in run.stderr
+
+
+# --- every reason, byte for byte ----------------------------------------------------------
+# The reason is what the gates records, the log and the corpus carry for a failed turn
+# (fixtures/export/log.jsonl holds one): a refactor of the tag logic must not change it.
+
+EXACT_REASONS = {
+    "no think": (
+        BASE.replace("<think>reason</think>", ""),
+        "think",
+        "no <think> before the first <check>",
+    ),
+    "close think first": ("</think>" + BASE, "think", "</think> before the first <think>"),
+    "unclosed think": (
+        BASE.replace("</think>", ""),
+        "think",
+        "<think> is not closed before the first <check>",
+    ),
+    "unclosed think, no check": (
+        "<think>r<update>m</update>",
+        "think",
+        "<think> is not closed before the first <check>",
+    ),
+    "think reopened before check": (
+        BASE.replace("<check>", "<think>\n<check>"),
+        "think",
+        "think tag after the think block (before <check>)",
+    ),
+    "think after check": (
+        BASE + "<think>again</think>",
+        "think",
+        "think tag after the think block (after <check>)",
+    ),
+    "missing check": (BASE.replace("<check>yes</check>", ""), "check", "missing <check>"),
+    "duplicate check": (
+        BASE.replace("</check>", "</check><check>"),
+        "check",
+        "duplicate <check>: found 2, exactly one allowed",
+    ),
+    "duplicate close update": (
+        BASE + "</update>",
+        "update",
+        "duplicate </update>: found 2, exactly one allowed",
+    ),
+    "close next only": (BASE.replace("<next>", ""), "next", "</next> without <next>"),
+    "unclosed update": (BASE.replace("</update>", ""), "update", "<update> is never closed"),
+    "check closed first": (
+        BASE.replace("<check>yes</check>", "</check>yes<check>"),
+        "check",
+        "</check> before <check>",
+    ),
+    "update before check": (
+        "<think>r</think><update>m</update><check>yes</check><next>end</next>",
+        "update",
+        "out of order: <update> must come after </check>",
+    ),
+    "next nested in update": (
+        "<think>r</think><check>no</check><update>m<next>end</next></update>",
+        "next",
+        "out of order: <next> must come after </update>",
+    ),
+    "check maybe": (response(check="maybe"), "check", "value 'maybe' is not yes or no"),
+    "next stop": (response(nxt="stop"), "next", "value 'stop' is not continue or end"),
+    "long value": (
+        response(check="x" * 150),
+        "check",
+        f"value {'x' * 100!r}... is not yes or no",
+    ),
+}
+
+
+@pytest.mark.parametrize("text, tag, reason", EXACT_REASONS.values(), ids=EXACT_REASONS.keys())
+def test_reasons_are_exact(text, tag, reason):
+    e = parse_error(text)
+    assert (e.tag, e.reason, str(e)) == (tag, reason, f"<{tag}>: {reason}")

@@ -236,3 +236,64 @@ def test_no_defaults_property():
     # the property means nothing if the mutations were all valid, or all broken
     assert outcomes["error"] >= 150, outcomes
     assert outcomes["parsed True"] >= 75 and outcomes["parsed False"] >= 75, outcomes
+
+
+# --- every reason, byte for byte ----------------------------------------------------------
+# The reason is what labels and the judge's records carry for a failed answer: a refactor
+# of the tag logic must not change it.
+
+EXACT_REASONS = {
+    "think close only": (
+        "x</think><evidence>no</evidence>",
+        "think",
+        "think tag without a <think> before <evidence>",
+    ),
+    "think close first": (
+        "</think><think>x</think><evidence>no</evidence>",
+        "think",
+        "</think> before the first <think>",
+    ),
+    "unclosed think": (
+        "<think>x<evidence>yes</evidence>",
+        "think",
+        "<think> is not closed before <evidence>",
+    ),
+    "unclosed think, no evidence": ("<think>x", "think", "<think> is not closed"),
+    "think reopened before evidence": (
+        "<think>a</think><think><evidence>yes</evidence>",
+        "think",
+        "think tag after the think block (before <evidence>)",
+    ),
+    "think after evidence": (
+        "<think>a</think><evidence>no</evidence><think>b</think>",
+        "think",
+        "think tag after the think block (after <evidence>)",
+    ),
+    "missing": ("<think>x</think>", "evidence", "missing <evidence>"),
+    "duplicate open": (
+        "<evidence>yes</evidence><evidence>",
+        "evidence",
+        "duplicate <evidence>: found 2, exactly one allowed",
+    ),
+    "duplicate close": (
+        "<evidence>yes</evidence></evidence>",
+        "evidence",
+        "duplicate </evidence>: found 2, exactly one allowed",
+    ),
+    "close only": ("yes</evidence>", "evidence", "</evidence> without <evidence>"),
+    "unclosed": ("<evidence>yes", "evidence", "<evidence> is never closed"),
+    "close first": ("</evidence>yes<evidence>", "evidence", "</evidence> before <evidence>"),
+    "maybe": (answer(evidence="maybe"), "evidence", "value 'maybe' is not yes or no"),
+    "long value": (
+        answer(evidence="y" * 101),
+        "evidence",
+        f"value {'y' * 100!r}... is not yes or no",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EXACT_REASONS))
+def test_reasons_are_exact(name: str):
+    text, tag, reason = EXACT_REASONS[name]
+    e = parse_error(text)
+    assert (e.tag, e.reason, str(e)) == (tag, reason, f"<{tag}>: {reason}")

@@ -16,36 +16,29 @@ shape, with any text (prose, markdown fences) around and between the tags:
 - Inner text is trimmed of surrounding whitespace and otherwise kept verbatim;
   `<check>` must then be exactly `yes` or `no`, `<next>` `continue` or `end`.
 
-Tags are matched as exact, lower-case strings; `<Check>` is just text. Tags
-are located with str.find/rfind/count over the whole response, never with a
-pattern that stops at its first match (that would accept duplicates).
+Tags are matched as exact, lower-case strings; `<Check>` is just text. The
+tag logic (think block, exactly-one-tag, enumerated values) is grumem.tags,
+shared with the judge parser.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from grumem.errors import GrumemError
+# ParseError and MAX_RAW live in grumem.tags; they are imported from here too
+from grumem.tags import MAX_RAW, ParseError, enum_value, tag_text, think_block
 
-MAX_RAW = 2000  # characters of the response kept in a ParseError
-_SHOW = 100  # characters of a bad value shown in the reason
+__all__ = [
+    "CHECK_VALUES",
+    "MAX_RAW",
+    "NEXT_VALUES",
+    "GateResponse",
+    "ParseError",
+    "parse_gate_response",
+]
+
 CHECK_VALUES = {"yes": True, "no": False}
 NEXT_VALUES = {"continue": False, "end": True}
-
-
-class ParseError(GrumemError):
-    """A response that is not exactly the four-tag shape; names the failing tag."""
-
-    def __init__(self, tag: str, reason: str, text: str):
-        self.tag = tag  # think, check, update or next
-        self.reason = reason
-        self.raw = text
-        if len(text) > MAX_RAW:
-            self.raw = f"{text[:MAX_RAW]}...[truncated: {len(text)} characters in all]"
-        super().__init__(f"<{tag}>: {reason}")
-
-    def to_json(self) -> dict[str, str]:
-        return {"tag": self.tag, "reason": self.reason, "raw": self.raw}
 
 
 @dataclass(frozen=True)
@@ -63,59 +56,10 @@ class GateResponse:
 
 def parse_gate_response(text: str) -> GateResponse:
     """Parse a model response strictly; raise ParseError naming the first failing tag."""
-    think, pos = _think_block(text)
-    check, pos = _tag_text(text, "check", pos, "</think>")
-    update_gate = _value(text, "check", check, CHECK_VALUES)
-    candidate, pos = _tag_text(text, "update", pos, "</check>")
-    exit_value, _ = _tag_text(text, "next", pos, "</update>")
-    exit_gate = _value(text, "next", exit_value, NEXT_VALUES)
+    think, pos = think_block(text, "check", required=True)
+    check, pos = tag_text(text, "check", after=(pos, "</think>"))
+    update_gate = enum_value(text, "check", check, CHECK_VALUES)
+    candidate, pos = tag_text(text, "update", after=(pos, "</check>"))
+    exit_value, _ = tag_text(text, "next", after=(pos, "</update>"))
+    exit_gate = enum_value(text, "next", exit_value, NEXT_VALUES)
     return GateResponse(think, update_gate, candidate, exit_gate)
-
-
-def _think_block(text: str) -> tuple[str, int]:
-    """The trimmed think text and the index just past the block's `</think>`."""
-    first_check = text.find("<check>")
-    head = text if first_check < 0 else text[:first_check]
-    start = head.find("<think>")
-    if start < 0:
-        raise ParseError("think", "no <think> before the first <check>", text)
-    if 0 <= head.find("</think>") < start:
-        raise ParseError("think", "</think> before the first <think>", text)
-    close = head.rfind("</think>")
-    if close < start:
-        raise ParseError("think", "<think> is not closed before the first <check>", text)
-    end = close + len("</think>")
-    rest = text[end:]
-    if "<think>" in rest or "</think>" in rest:
-        where = "before <check>" if "<think>" in head[end:] else "after <check>"
-        raise ParseError("think", f"think tag after the think block ({where})", text)
-    return text[start + len("<think>") : close].strip(), end
-
-
-def _tag_text(text: str, tag: str, pos: int, prev: str) -> tuple[str, int]:
-    """The trimmed inner text of the one `<tag>...</tag>`, which must follow `pos` (`prev`),
-    and the index just past its close tag."""
-    open_tag, close_tag = f"<{tag}>", f"</{tag}>"
-    n_open, n_close = text.count(open_tag), text.count(close_tag)
-    if n_open == 0 and n_close == 0:
-        raise ParseError(tag, f"missing {open_tag}", text)
-    for t, n in ((open_tag, n_open), (close_tag, n_close)):
-        if n > 1:
-            raise ParseError(tag, f"duplicate {t}: found {n}, exactly one allowed", text)
-    if n_open == 0:
-        raise ParseError(tag, f"{close_tag} without {open_tag}", text)
-    if n_close == 0:
-        raise ParseError(tag, f"{open_tag} is never closed", text)
-    start, close = text.find(open_tag), text.find(close_tag)
-    if close < start:
-        raise ParseError(tag, f"{close_tag} before {open_tag}", text)
-    if start < pos:
-        raise ParseError(tag, f"out of order: {open_tag} must come after {prev}", text)
-    return text[start + len(open_tag) : close].strip(), close + len(close_tag)
-
-
-def _value(text: str, tag: str, value: str, allowed: dict[str, bool]) -> bool:
-    if value not in allowed:
-        shown = repr(value[:_SHOW]) + ("..." if len(value) > _SHOW else "")
-        raise ParseError(tag, f"value {shown} is not {' or '.join(allowed)}", text)
-    return allowed[value]
