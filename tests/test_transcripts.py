@@ -520,7 +520,7 @@ def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
     unknown.write_text("hello\n")
     r = run_cli("--out", str(tmp_path / "out"), str(unknown))
     assert r.returncode == 1
-    assert "tried claude-code, records, mini-swe-agent, swe-agent, openai" in r.stderr
+    assert "tried, and why each refused:\n  claude-code: the first line is not JSON\n" in r.stderr
 
     r = run_cli("--out", str(tmp_path / "out"), str(RECORDS), str(RECORDS))
     assert r.returncode == 1 and "also comes from" in r.stderr

@@ -37,9 +37,12 @@ from typing import Any
 
 from grumem.records import RecordError
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
     blob_placeholder,
+    is_not,
     iter_json_lines,
     record,
     require,
@@ -55,13 +58,15 @@ KNOWN_TYPES = frozenset(
 MAIN = ""  # chain key of the main chain; a sidechain's key is its root uuid
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     obj = head.first_line
-    return (
-        isinstance(obj, dict)
-        and obj.get("type") in KNOWN_TYPES
-        and any(k in obj for k in ("sessionId", "leafUuid", "snapshot"))
-    )
+    if not isinstance(obj, dict):
+        return NotThisFormat(is_not("the first line", obj, "a JSON object"))
+    if obj.get("type") not in KNOWN_TYPES:
+        return NotThisFormat(f"the first line's type {obj.get('type')!r} is no Claude Code type")
+    if not any(k in obj for k in ("sessionId", "leafUuid", "snapshot")):
+        return NotThisFormat("the first line has no sessionId, leafUuid or snapshot")
+    return True
 
 
 @dataclass
