@@ -173,7 +173,7 @@ def _assistant(
             ids.append(call_id)
             parts.append(tool_call_text(name, block.get("input", {})))
         elif kind in ("image", "document"):
-            parts.append(_media(block, bwhere, path))
+            parts.append(media_placeholder(block, path, None, f"{bwhere}."))
         else:
             raise RecordError(
                 path, None, f"{bwhere}.type", f"a {kind} block in an assistant message"
@@ -207,7 +207,7 @@ def _user(
             if text:
                 pending.append(text)
         elif kind in ("image", "document"):
-            pending.append(_media(block, bwhere, path))
+            pending.append(media_placeholder(block, path, None, f"{bwhere}."))
         elif kind == "tool_result":
             flush()
             session.records.append(_tool_result(block, bwhere, path, src, tool_names))
@@ -220,43 +220,49 @@ def _tool_result(
     block: dict, where: str, path: str, src: dict[str, Any], tool_names: dict[str, str]
 ) -> dict:
     call_id = require(block, "tool_use_id", str, path, None, f"{where}.")
-    content = block.get("content")
-    if content is None:
-        text = ""  # an empty output is still the answer
-    elif isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        pieces = []
-        for k, part in enumerate(content):
-            pwhere = f"{where}.content[{k}]"
-            kind = _block_type(part, pwhere, path)
-            if kind == "text":
-                pieces.append(require(part, "text", str, path, None, f"{pwhere}."))
-            elif kind in ("image", "document"):
-                pieces.append(_media(part, pwhere, path))
-            else:
-                raise RecordError(path, None, f"{pwhere}.type", f"a {kind} block in a tool result")
-        text = "\n\n".join(pieces)
-    else:
-        raise RecordError(path, None, f"{where}.content", "expected a string or a list of blocks")
     source: dict[str, Any] = {**src, "tool_use_id": call_id}
     if call_id in tool_names:
         source["tool"] = tool_names[call_id]
     if block.get("is_error") is True:
         source["is_error"] = True
-    return record("tool_result", text, source)
+    return record("tool_result", tool_result_text(block, path, None, f"{where}."), source)
 
 
-def _media(block: dict, where: str, path: str) -> str:
+def tool_result_text(block: dict, path: str, line: int | None, where: str) -> str:
+    """A tool_result block's content: a string, or text and media blocks joined by a
+    blank line; none is an empty output, still the answer. `where` ends with a dot.
+    Shared with the Claude Code reader, whose lines hold these same blocks."""
+    content = block.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise RecordError(path, line, f"{where}content", "expected a string or a list of blocks")
+    pieces = []
+    for k, part in enumerate(content):
+        pwhere = f"{where}content[{k}]."
+        kind = require(part, "type", str, path, line, pwhere)
+        if kind == "text":
+            pieces.append(require(part, "text", str, path, line, pwhere))
+        elif kind in ("image", "document"):
+            pieces.append(media_placeholder(part, path, line, pwhere))
+        else:
+            raise RecordError(path, line, f"{pwhere}type", f"unknown content block {kind!r}")
+    return "\n\n".join(pieces)
+
+
+def media_placeholder(block: dict, path: str, line: int | None, where: str) -> str:
+    """An image or document block as one line (a base64 blob is never rendered; a URL is
+    kept); a plain-text document is its text. `where` ends with a dot."""
     kind = block["type"]
-    src = require(block, "source", dict, path, None, f"{where}.")
+    src = require(block, "source", dict, path, line, where)
     if src.get("type") == "base64":
-        data = require(src, "data", str, path, None, f"{where}.source.")
+        data = require(src, "data", str, path, line, f"{where}source.")
         return blob_placeholder(kind, str(src.get("media_type", "unknown")), data)
-    if src.get("type") == "url" and isinstance(src.get("url"), str):
+    if "url" in src:
         return f"[{kind}: {src['url']}]"
-    if src.get("type") == "text" and isinstance(src.get("data"), str):  # a plain-text document
+    if src.get("type") == "text" and isinstance(src.get("data"), str):
         return src["data"]
-    raise RecordError(
-        path, None, f"{where}.source.type", f"unknown {kind} source {src.get('type')!r}"
-    )
+    why = f"unknown {kind} source {src.get('type')!r}"
+    raise RecordError(path, line, f"{where}source.type", why)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grumem.records import RecordError
+from grumem.transcripts.anthropic import media_placeholder, tool_result_text
 from grumem.transcripts.base import (
     Detection,
     Head,
@@ -220,7 +221,7 @@ def _assistant_records(
             if isinstance(block.get("id"), str):
                 tool_use_ids.append(block["id"])
         elif kind in ("image", "document"):
-            parts.append(_media_placeholder(block, path, line, where))
+            parts.append(media_placeholder(block, path, line, where))
         else:
             raise RecordError(path, line, f"{where}type", f"unknown content block {kind!r}")
     if parts:
@@ -250,7 +251,7 @@ def _user_records(msg: _Message, chain: _Chain, path: str, session: Session) -> 
             if text:
                 pending.append(text)
         elif kind in ("image", "document"):
-            pending.append(_media_placeholder(block, path, line, where))
+            pending.append(media_placeholder(block, path, line, where))
         elif kind == "tool_result":
             flush()
             session.records.append(_tool_result(block, chain, path, line, where))
@@ -261,43 +262,10 @@ def _user_records(msg: _Message, chain: _Chain, path: str, session: Session) -> 
 
 def _tool_result(block: dict, chain: _Chain, path: str, line: int, where: str) -> dict:
     tool_use_id = require(block, "tool_use_id", str, path, line, where)
-    content = block.get("content")
-    if content is None:
-        text = ""
-    elif isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        pieces = []
-        for j, part in enumerate(content):
-            pwhere = f"{where}content[{j}]."
-            ptype = require(part, "type", str, path, line, pwhere)
-            if ptype == "text":
-                pieces.append(require(part, "text", str, path, line, pwhere))
-            elif ptype in ("image", "document"):
-                pieces.append(_media_placeholder(part, path, line, pwhere))
-            else:
-                raise RecordError(path, line, f"{pwhere}type", f"unknown content block {ptype!r}")
-        text = "\n\n".join(pieces)
-    else:
-        raise RecordError(path, line, f"{where}content", "expected a string or a list of blocks")
+    text = tool_result_text(block, path, line, where)
     source: dict[str, Any] = {"file": path, "line": line, "tool_use_id": tool_use_id}
     if tool_use_id in chain.tool_names:
         source["tool"] = chain.tool_names[tool_use_id]
     if block.get("is_error") is True:
         source["is_error"] = True
     return record("tool_result", text, source)
-
-
-def _media_placeholder(block: dict, path: str, line: int, where: str) -> str:
-    kind = block["type"]
-    src = require(block, "source", dict, path, line, where)
-    if src.get("type") == "base64":
-        data = require(src, "data", str, path, line, f"{where}source.")
-        return blob_placeholder(kind, str(src.get("media_type", "unknown")), data)
-    if "url" in src:
-        return f"[{kind}: {src['url']}]"
-    if src.get("type") == "text" and isinstance(src.get("data"), str):  # a plain-text document
-        return src["data"]
-    raise RecordError(
-        path, line, f"{where}source.type", f"unknown {kind} source {src.get('type')!r}"
-    )
