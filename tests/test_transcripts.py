@@ -520,7 +520,7 @@ def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
     unknown.write_text("hello\n")
     r = run_cli("--out", str(tmp_path / "out"), str(unknown))
     assert r.returncode == 1
-    assert "tried claude-code, records, mini-swe-agent, swe-agent, openai" in r.stderr
+    assert "tried, and why each refused:\n  claude-code: the first line is not JSON\n" in r.stderr
 
     r = run_cli("--out", str(tmp_path / "out"), str(RECORDS), str(RECORDS))
     assert r.returncode == 1 and "also comes from" in r.stderr
@@ -583,3 +583,21 @@ def test_cli_empty_transcript_is_an_error_naming_it(tmp_path: Path, fmt: str) ->
     empty.write_text("\n")
     err = one_line_error(run_cli("--format", fmt, "--out", str(tmp_path / "o"), str(empty)))
     assert f"{empty}: empty file: no transcript to chunk" in err
+
+
+def test_readme_lists_every_format_with_a_valid_config_example() -> None:
+    """The README's table has a row per format and its config example validates and
+    names every format: a new format cannot ship undocumented."""
+    import yaml
+
+    from grumem.config import validate_config
+    from grumem.paths import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    rows = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)` \|", readme, re.M)}
+    assert rows == set(FORMATS)
+    example = readme[readme.index("One project per format") :]
+    example = example[example.index("```yaml") + len("```yaml") : example.index("```\n\n")]
+    config = yaml.safe_load(example)
+    validate_config(config, "README.md")
+    assert {p["transcripts"]["format"] for p in config["projects"].values()} == set(FORMATS)

@@ -395,15 +395,30 @@ def test_openhands_project_chunks_then_prompts(tmp_path: Path, fake_server) -> N
 
 
 def test_auto_on_a_folder_mixing_all_formats(tmp_path: Path) -> None:
-    """Every sample under fixtures/transcripts/<format>/ chunks as <format> in one `--format
-    auto` run: a new detector that steals another format's file fails here."""
-    files = sorted(p for p in T.rglob("*") if p.is_file())
-    assert {p.parent.name for p in files} >= {"openhands", "codex-cli", "claude-code", "openai"}
+    """Every sample under fixtures/transcripts/<format>/, copied into one folder, chunks
+    as <format> in one `--format auto` run: a new detector that steals another format's
+    file fails here, and so does a format without a sample."""
+    samples = sorted(p for p in T.rglob("*") if p.is_file())
+    assert {p.parent.name for p in samples} == set(FORMATS)  # all of them, 11 today
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    expected = {}
+    for p in samples:
+        copy = mixed / p.name
+        assert not copy.exists(), f"two samples named {p.name}"
+        copy.write_bytes(p.read_bytes())
+        expected[copy] = p.parent.name
+    files = sorted(mixed.iterdir())
     proc = subprocess.run(
-        [sys.executable, "-m", "grumem", "chunk", "--out", str(tmp_path / "out"), *map(str, files)],
+        [sys.executable, "-m", "grumem", "chunk", "--format", "auto"]
+        + ["--out", str(tmp_path / "out"), *map(str, files)],
         capture_output=True,
         text=True,
         check=True,
     )
-    for p in files:
-        assert f"{p}: {p.parent.name}, " in proc.stdout + proc.stderr
+    detected = {
+        Path(line.split(": ")[0]): line.split(": ")[1].split(",")[0]
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if not line.startswith(" ") and ": " in line
+    }
+    assert detected == expected

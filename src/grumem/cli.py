@@ -306,16 +306,28 @@ def run_export(args: argparse.Namespace) -> int:
 TRANSCRIPT_FORMATS = ("auto", "claude-code", "mini-swe-agent", "swe-agent", "openai", "records")
 TRANSCRIPT_FORMATS += ("openhands", "codex-cli")
 TRANSCRIPT_FORMATS += ("aider", "gemini-cli")
+TRANSCRIPT_FORMATS += ("anthropic", "trajectory-dataset")
 
 
 def add_chunk(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chunk", help="stage `chunk`: transcripts -> token-budgeted chunk files")
+    # no argparse choices: a plugin's format (entry point group grumem.transcript_formats)
+    # is a valid name too; an unknown one is refused when the first file is read
     p.add_argument(
         "--format",
         default="auto",
-        choices=TRANSCRIPT_FORMATS,
-        help="transcript format (default: detect per file)",
+        help=f"transcript format: {', '.join(TRANSCRIPT_FORMATS)} or a plugin's"
+        " (default: auto, detect per file)",
     )
+    for flag, what in (
+        ("--messages-field", "the column of messages (default: messages, else trajectory)"),
+        ("--id-field", "the column naming a session (default: <file stem>-<row>)"),
+        (
+            "--text-field",
+            "the message key of its text: content or text (default: content, else text)",
+        ),
+    ):
+        p.add_argument(flag, default=None, help=f"trajectory-dataset: {what}")
     p.add_argument(
         "--drop-thinking",
         action="store_true",
@@ -345,7 +357,12 @@ def run_chunk(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}  # session id -> the transcript it came from
     for file in args.files:
-        fmt, sessions = read_transcript(file, args.format, args.drop_thinking)
+        options = {
+            "messages_field": args.messages_field,
+            "id_field": args.id_field,
+            "text_field": args.text_field,
+        }
+        fmt, sessions = read_transcript(file, args.format, args.drop_thinking, options)
         print(f"{file}: {fmt}, {len(sessions)} session(s)")
         for s in sessions:
             if s.id in written:

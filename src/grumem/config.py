@@ -58,9 +58,22 @@ def _copy(value: Any) -> Any:
     return yaml.safe_load(yaml.safe_dump(value))
 
 
+def _with_plugin_formats(s: dict[str, Any]) -> dict[str, Any]:
+    """The schema with installed plugins' format names added to `transcripts.format`."""
+    from grumem.transcripts import plugin_formats
+
+    names = list(plugin_formats())
+    if not names:
+        return s
+    s = json.loads(json.dumps(s))  # the cached schema stays as the file says
+    project = s["properties"]["projects"]["additionalProperties"]
+    project["properties"]["transcripts"]["properties"]["format"]["enum"] += names
+    return s
+
+
 def validate_config(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
     """Validate in place, filling defaults; raise RecordError naming the field."""
-    s = schema("config")
+    s = _with_plugin_formats(schema("config"))
     cls = _with_defaults(strict_validator_class(s))
     errors = list(cls(s, format_checker=FORMATS).iter_errors(config))
     if errors:

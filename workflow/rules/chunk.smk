@@ -16,7 +16,8 @@ rule chunk:
             if project_config(wc.project)["transcripts"]["drop_thinking"]
             else ""
         ),
+        options=lambda wc: transcript_options(wc.project),
         budget=config["budget"]["section"],
     shell:
-        "grumem chunk --format {params.format} {params.drop} --budget {params.budget}"
-        " --out {output} {input:q} 2> {log}"
+        "grumem chunk --format {params.format} {params.drop} {params.options}"
+        " --budget {params.budget} --out {output} {input:q} 2> {log}"

@@ -2,6 +2,7 @@ import glob
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -87,6 +88,17 @@ def project_chunks(wildcards):
     if "chunks" in project_config(wildcards.project):
         return files
     return [f"results/{wildcards.project}/chunks/{unit_name(f)}" for f in files]
+
+
+def transcript_options(project):
+    """`grumem chunk` flags of the format options a project sets (trajectory datasets)."""
+    t = project_config(project)["transcripts"]
+    options = ("messages_field", "id_field", "text_field")
+    return " ".join(
+        f"--{o.replace('_', '-')} {shlex.quote(t[o])}"
+        for o in options
+        if t.get(o) is not None
+    )
 
 
 def transcript_file(wildcards):

@@ -40,7 +40,15 @@ import re
 from pathlib import Path
 
 from grumem.records import RecordError, open_input
-from grumem.transcripts.base import Head, Session, record, session_stem, thinking_text
+from grumem.transcripts.base import (
+    Detection,
+    Head,
+    NotThisFormat,
+    Session,
+    record,
+    session_stem,
+    thinking_text,
+)
 
 NAME = "aider"
 HEADER = "# aider chat started at "
@@ -49,9 +57,11 @@ _HARD_BREAK = "  "
 _THINKING = re.compile(r"<(thinking-content-[0-9A-Za-z]+)>(.*?)</\1>", re.DOTALL)
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     first = next((line for line in head.text.splitlines() if line.strip()), "")
-    return first.startswith(HEADER)
+    if first.startswith(HEADER):
+        return True
+    return NotThisFormat(f"the first line does not start with {HEADER.strip()!r}")
 
 
 def _kind(line: str) -> str:

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +28,43 @@ ROLES = ("user", "assistant", "tool_result", "system")
 HEAD_BYTES = 1 << 16
 
 
+class NotThisFormat:
+    """A detector's refusal and why: false in a boolean test, and the reason is what
+    `--format auto` shows, one line per format, when no format accepts a file."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"NotThisFormat({self.reason!r})"
+
+
+Detection = bool | NotThisFormat
+
+
+def kind_of(value: Any) -> str:
+    """What a parsed value is, in the words a refusal uses."""
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a JSON object"
+    if isinstance(value, list):
+        return "a JSON array"
+    return f"a JSON {type(value).__name__}"
+
+
+def is_not(subject: str, value: Any, wanted: str) -> str:
+    """A refusal's reason: `the file is a JSON array, not <wanted>`."""
+    if value is None:
+        return f"{subject} is not JSON"
+    return f"{subject} is {kind_of(value)}, not {wanted}"
+
+
 @dataclass
 class Session:
     """One conversation: its records in order, and what was left out, counted by kind."""
@@ -35,6 +72,24 @@ class Session:
     id: str
     records: list[dict] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+
+
+class SessionStream:
+    """Sessions made one at a time as they are iterated (a dataset of many thousand
+    trajectories never sits in memory whole), with their count known before."""
+
+    def __init__(self, count: int, sessions: Callable[[], Iterator[Session]]):
+        self.count = count
+        self._sessions = sessions
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Session]:
+        return self._sessions()
+
+    def map(self, f: Callable[[Session], Session]) -> SessionStream:
+        return SessionStream(self.count, lambda: map(f, self._sessions()))
 
 
 def record(role: str, text: str, source: dict[str, Any]) -> dict:

@@ -36,10 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grumem.records import RecordError
+from grumem.transcripts.anthropic import media_placeholder, tool_result_text
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
     blob_placeholder,
+    is_not,
     iter_json_lines,
     record,
     require,
@@ -55,13 +59,15 @@ KNOWN_TYPES = frozenset(
 MAIN = ""  # chain key of the main chain; a sidechain's key is its root uuid
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     obj = head.first_line
-    return (
-        isinstance(obj, dict)
-        and obj.get("type") in KNOWN_TYPES
-        and any(k in obj for k in ("sessionId", "leafUuid", "snapshot"))
-    )
+    if not isinstance(obj, dict):
+        return NotThisFormat(is_not("the first line", obj, "a JSON object"))
+    if obj.get("type") not in KNOWN_TYPES:
+        return NotThisFormat(f"the first line's type {obj.get('type')!r} is no Claude Code type")
+    if not any(k in obj for k in ("sessionId", "leafUuid", "snapshot")):
+        return NotThisFormat("the first line has no sessionId, leafUuid or snapshot")
+    return True
 
 
 @dataclass
@@ -215,7 +221,7 @@ def _assistant_records(
             if isinstance(block.get("id"), str):
                 tool_use_ids.append(block["id"])
         elif kind in ("image", "document"):
-            parts.append(_media_placeholder(block, path, line, where))
+            parts.append(media_placeholder(block, path, line, where))
         else:
             raise RecordError(path, line, f"{where}type", f"unknown content block {kind!r}")
     if parts:
@@ -245,7 +251,7 @@ def _user_records(msg: _Message, chain: _Chain, path: str, session: Session) -> 
             if text:
                 pending.append(text)
         elif kind in ("image", "document"):
-            pending.append(_media_placeholder(block, path, line, where))
+            pending.append(media_placeholder(block, path, line, where))
         elif kind == "tool_result":
             flush()
             session.records.append(_tool_result(block, chain, path, line, where))
@@ -256,43 +262,10 @@ def _user_records(msg: _Message, chain: _Chain, path: str, session: Session) -> 
 
 def _tool_result(block: dict, chain: _Chain, path: str, line: int, where: str) -> dict:
     tool_use_id = require(block, "tool_use_id", str, path, line, where)
-    content = block.get("content")
-    if content is None:
-        text = ""
-    elif isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        pieces = []
-        for j, part in enumerate(content):
-            pwhere = f"{where}content[{j}]."
-            ptype = require(part, "type", str, path, line, pwhere)
-            if ptype == "text":
-                pieces.append(require(part, "text", str, path, line, pwhere))
-            elif ptype in ("image", "document"):
-                pieces.append(_media_placeholder(part, path, line, pwhere))
-            else:
-                raise RecordError(path, line, f"{pwhere}type", f"unknown content block {ptype!r}")
-        text = "\n\n".join(pieces)
-    else:
-        raise RecordError(path, line, f"{where}content", "expected a string or a list of blocks")
+    text = tool_result_text(block, path, line, where)
     source: dict[str, Any] = {"file": path, "line": line, "tool_use_id": tool_use_id}
     if tool_use_id in chain.tool_names:
         source["tool"] = chain.tool_names[tool_use_id]
     if block.get("is_error") is True:
         source["is_error"] = True
     return record("tool_result", text, source)
-
-
-def _media_placeholder(block: dict, path: str, line: int, where: str) -> str:
-    kind = block["type"]
-    src = require(block, "source", dict, path, line, where)
-    if src.get("type") == "base64":
-        data = require(src, "data", str, path, line, f"{where}source.")
-        return blob_placeholder(kind, str(src.get("media_type", "unknown")), data)
-    if "url" in src:
-        return f"[{kind}: {src['url']}]"
-    if src.get("type") == "text" and isinstance(src.get("data"), str):  # a plain-text document
-        return src["data"]
-    raise RecordError(
-        path, line, f"{where}source.type", f"unknown {kind} source {src.get('type')!r}"
-    )

@@ -49,9 +49,12 @@ from typing import Any
 
 from grumem.records import RecordError
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
     data_url_placeholder,
+    is_not,
     iter_json_lines,
     record,
     require,
@@ -69,13 +72,13 @@ HARNESS_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md
 BOOKKEEPING_ITEMS = frozenset({"ghost_snapshot", "compaction", "compaction_summary"})
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     obj = head.first_line
-    return (
-        isinstance(obj, dict)
-        and obj.get("type") == "session_meta"
-        and isinstance(obj.get("payload"), dict)
-    )
+    if not isinstance(obj, dict):
+        return NotThisFormat(is_not("the first line", obj, "a JSON object"))
+    if obj.get("type") != "session_meta" or not isinstance(obj.get("payload"), dict):
+        return NotThisFormat("the first line is not a session_meta with a payload")
+    return True
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:

@@ -43,7 +43,9 @@ from typing import Any
 
 from grumem.records import RecordError, dumps
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
     blob_placeholder,
     iter_json_lines,
@@ -72,12 +74,16 @@ def _is_metadata(obj: Any) -> bool:
     )
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     first = head.first_line
     if _is_metadata(first) and "messages" not in first:
         return True  # the JSON Lines session file
     doc = head.document
-    return _is_metadata(doc) and isinstance(doc.get("messages"), list)
+    if _is_metadata(doc) and isinstance(doc.get("messages"), list):
+        return True
+    return NotThisFormat(
+        "neither a first line nor the document is {sessionId, projectHash, ...} session metadata"
+    )
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:

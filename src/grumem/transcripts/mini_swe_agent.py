@@ -18,7 +18,16 @@ import os
 import re
 
 from grumem.records import RecordError
-from grumem.transcripts.base import Head, Session, load_json_document, require, session_stem
+from grumem.transcripts.base import (
+    Detection,
+    Head,
+    NotThisFormat,
+    Session,
+    is_not,
+    load_json_document,
+    require,
+    session_stem,
+)
 from grumem.transcripts.openai_chat import ROLE_MAP, content_text, convert_message
 
 NAME = "mini-swe-agent"
@@ -27,14 +36,16 @@ _OBSERVATION = re.compile(r"<returncode>|<output>")
 _ROLES = {**ROLE_MAP, "exit": "system"}
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     doc = head.document
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
-        return False
+        return NotThisFormat(is_not("the file", doc, "an object with a messages list"))
     info = doc.get("info")
-    return str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or (
+    if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or (
         isinstance(info, dict) and "mini_version" in info
-    )
+    ):
+        return True
+    return NotThisFormat("no trajectory_format 'mini-swe-agent*' and no info.mini_version")
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:

@@ -21,10 +21,13 @@ from typing import Any
 
 from grumem.records import RecordError
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
     blob_placeholder,
     data_url_placeholder,
+    is_not,
     load_json_document,
     record,
     require,
@@ -54,11 +57,16 @@ def _messages_of(doc: Any) -> list | None:
     return None
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     messages = _messages_of(head.document)
-    return bool(messages) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages
-    )
+    if messages is None:
+        return NotThisFormat(is_not("the file", head.document, "a list of messages or {messages}"))
+    if not messages:
+        return NotThisFormat("the list of messages is empty")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            return NotThisFormat(f"message [{i}] has no role string")
+    return True
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:

@@ -48,9 +48,12 @@ from typing import Any
 
 from grumem.records import RecordError
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
     data_url_placeholder,
+    is_not,
     load_json_document,
     record,
     require,
@@ -91,9 +94,14 @@ def _is_event(e: Any) -> bool:
     return isinstance(e, dict) and ("action" in e or "observation" in e) and "source" in e
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     doc = head.document
-    return isinstance(doc, list) and bool(doc) and all(_is_event(e) for e in doc)
+    if not isinstance(doc, list) or not doc:
+        return NotThisFormat(is_not("the file", doc, "a non-empty JSON array of events"))
+    for i, e in enumerate(doc):
+        if not _is_event(e):
+            return NotThisFormat(f"[{i}] is not an event with source and action or observation")
+    return True
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:

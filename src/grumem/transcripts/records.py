@@ -12,8 +12,11 @@ import os
 from grumem.records import RecordError
 from grumem.transcripts.base import (
     ROLES,
+    Detection,
     Head,
+    NotThisFormat,
     Session,
+    is_not,
     iter_json_lines,
     record,
     require,
@@ -24,9 +27,13 @@ NAME = "records"
 SUFFIXES = (".jsonl", ".json")
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     obj = head.first_line
-    return isinstance(obj, dict) and obj.get("role") in ROLES and isinstance(obj.get("text"), str)
+    if not isinstance(obj, dict):
+        return NotThisFormat(is_not("the first line", obj, "a JSON object"))
+    if obj.get("role") not in ROLES or not isinstance(obj.get("text"), str):
+        return NotThisFormat("the first line is not {role, text} with a chunk role")
+    return True
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:

@@ -22,8 +22,11 @@ from typing import Any
 
 from grumem.records import RecordError
 from grumem.transcripts.base import (
+    Detection,
     Head,
+    NotThisFormat,
     Session,
+    is_not,
     load_json_document,
     record,
     require,
@@ -35,16 +38,20 @@ NAME = "swe-agent"
 SUFFIXES = (".traj", ".json")
 
 
-def detect(path: str | os.PathLike[str], head: Head) -> bool:
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     doc = head.document
-    if not isinstance(doc, dict) or "messages" in doc:
-        return False
+    if not isinstance(doc, dict):
+        return NotThisFormat(is_not("the file", doc, "a JSON object"))
+    if "messages" in doc:
+        return NotThisFormat("the object has messages, which a SWE-agent trajectory does not")
     history, steps = doc.get("history"), doc.get("trajectory")
-    return (isinstance(history, list) and bool(history)) or (
+    if (isinstance(history, list) and bool(history)) or (
         isinstance(steps, list)
         and bool(steps)
         and all(isinstance(s, dict) and "observation" in s for s in steps)
-    )
+    ):
+        return True
+    return NotThisFormat("no non-empty history, nor a trajectory of steps with observation")
 
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
