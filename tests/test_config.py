@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from checkout import FIXTURES_DIR
 from workflow_helpers import snakemake, write_config
 
 from grumem.config import check_config_files, load_config, load_queries, load_yaml

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.paths import FIXTURES_DIR
 from grumem.record_types import (
     ABSENT,
     Absent,

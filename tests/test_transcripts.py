@@ -589,9 +589,9 @@ def test_readme_lists_every_format_with_a_valid_config_example() -> None:
     """The README's table has a row per format and its config example validates and
     names every format: a new format cannot ship undocumented."""
     import yaml
+    from checkout import REPO_ROOT
 
     from grumem.config import validate_config
-    from grumem.paths import REPO_ROOT
 
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     rows = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)` \|", readme, re.M)}

@@ -17,12 +17,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_helpers import REPO, demo_project, files_under, snakemake, write_config
 
 from grumem.chunks import read_chunk_file
-from grumem.paths import FIXTURES_DIR
 from grumem.records import RecordError
 from grumem.transcripts import (
     SessionStream,
