@@ -22,7 +22,7 @@ import json
 import sys
 import tempfile
 
-from grumem.chunks import read_chunk_file
+from grumem.chunk_files import read_chunk_file
 from grumem.config import load_queries
 from grumem.gate_parser import ParseError, parse_gate_response
 from grumem.llm.client import LLMClient
@@ -30,7 +30,7 @@ from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import LocalServer
 from grumem.llm.request import build_body
 from grumem.paths import FIXTURES_DIR
-from grumem.prompt import PromptBuilder
+from grumem.template import PromptBuilder
 
 
 async def bench(base_url: str, model: str, n: int, max_tokens: int) -> None:

@@ -19,11 +19,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from grumem.chunks import iter_sessions
+from grumem.chunk_files import iter_sessions
 from grumem.config import load_queries
 from grumem.errors import GrumemError
+from grumem.jsonl import write_jsonl
 from grumem.paths import FIXTURES_DIR
-from grumem.records import write_jsonl
 
 DEMO_DIR = FIXTURES_DIR / "demo"
 ERRORS = "errors-and-fixes"

@@ -28,16 +28,16 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grumem.chunks import Chunk, read_chunk_file
+from grumem.chunk_files import Chunk, read_chunk_file
 from grumem.config import load_queries
 from grumem.gate_parser import ParseError, parse_gate_response
+from grumem.jsonl import write_json
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import MODEL_NAME, LocalServer
 from grumem.llm.request import build_body
 from grumem.paths import FIXTURES_DIR
-from grumem.prompt import PromptBuilder
-from grumem.records import write_json
+from grumem.template import PromptBuilder
 
 MEMORY_PREVIEW = 200  # characters of the previous chunk kept as a short memory
 

@@ -9,9 +9,9 @@ import pytest
 from workflow_helpers import snakemake, write_config
 
 from grumem.config import check_config_files, load_config, load_queries, load_yaml
+from grumem.jsonl import RecordError
 from grumem.llm.fake_server import load_script
 from grumem.paths import FIXTURES_DIR
-from grumem.records import RecordError
 
 QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
 

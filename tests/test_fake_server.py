@@ -21,6 +21,7 @@ import pytest
 
 from grumem.errors import GrumemError
 from grumem.gate_parser import parse_gate_response
+from grumem.jsonl import RecordError, sha256_bytes
 from grumem.llm.fake_server import (
     Faults,
     TokenDist,
@@ -30,8 +31,7 @@ from grumem.llm.fake_server import (
     load_script,
 )
 from grumem.paths import FIXTURES_DIR
-from grumem.prompt import PromptBuilder
-from grumem.records import RecordError, sha256_bytes
+from grumem.template import PromptBuilder
 
 GATE = {"check_if": "error|fixed", "next_if": "DONE"}
 

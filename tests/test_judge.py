@@ -19,20 +19,10 @@ import yaml
 from conftest import start_fake_server
 
 from grumem.calibration import allocate, draw_sample, finalize, write_sample
-from grumem.chunks import read_chunk_file
+from grumem.chunk_files import read_chunk_file
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.judge import (
-    JudgeSettings,
-    distinct_chunks,
-    format_summary,
-    judge_prompt,
-    load_judge_template,
-    merge,
-    run,
-    settings_from_args,
-    think_chars,
-)
+from grumem.jsonl import RecordError, read_jsonl, sha256_text
 from grumem.judge_parser import parse_judge_response
 from grumem.kappa import run_kappa
 from grumem.labels import load_labels
@@ -40,8 +30,18 @@ from grumem.llm.cache import ResponseCache
 from grumem.llm.client import ReplayMiss
 from grumem.llm.grammar import JUDGE_GRAMMAR, GrammarUnsupported, gbnf
 from grumem.paths import FIXTURES_DIR, REPO_ROOT
-from grumem.prompt import TemplateError
-from grumem.records import RecordError, read_jsonl, sha256_text
+from grumem.stages.judge import (
+    JudgeSettings,
+    distinct_chunks,
+    format_summary,
+    judge_prompt,
+    load_judge_template,
+    run,
+    settings_from_args,
+    think_chars,
+)
+from grumem.stages.labels import merge
+from grumem.template import TemplateError
 
 DEMO = FIXTURES_DIR / "demo"
 QUERIES = DEMO / "queries.yaml"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from grumem.chunks import iter_sessions
+from grumem.chunk_files import iter_sessions
+from grumem.jsonl import RecordError, dumps, sha256_file, validate
 from grumem.kappa import Confusion, KappaError, cohen_kappa, kappa_between, run_kappa
 from grumem.labels import Labels
 from grumem.paths import FIXTURES_DIR
-from grumem.records import RecordError, dumps, sha256_file, validate
 
 FIXTURE = FIXTURES_DIR / "export"
 DEMO = FIXTURES_DIR / "demo"

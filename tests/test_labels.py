@@ -9,9 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grumem.labels import load_labels
-from grumem.paths import FIXTURES_DIR
-from grumem.records import (
+from grumem.jsonl import (
     RecordError,
     _validator,
     dumps,
@@ -19,6 +17,8 @@ from grumem.records import (
     read_jsonl,
     read_jsonl_fast,
 )
+from grumem.labels import load_labels
+from grumem.paths import FIXTURES_DIR
 
 FIXTURE = FIXTURES_DIR / "export"
 SHA = "ab" * 32

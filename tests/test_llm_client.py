@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from grumem.errors import GrumemError
+from grumem.jsonl import dumps, sha256_text, validate
 from grumem.llm.cache import CacheError, ResponseCache
 from grumem.llm.client import (
     LLMClient,
@@ -37,7 +38,6 @@ from grumem.llm.grammar import (
 )
 from grumem.llm.local_server import free_port
 from grumem.llm.request import RequestError, build_body, request_sha, sampling_params
-from grumem.records import dumps, sha256_text, validate
 from grumem.tokens import count_tokens
 
 MODEL = "fake-model"

@@ -6,11 +6,11 @@ import base64
 
 import pytest
 
-from grumem.gates import interpret
+from grumem.jsonl import RecordError, sha256_bytes
 from grumem.llm.cache import _attempt_validator
 from grumem.llm.client import _attempt_record, _Outcome
+from grumem.loop import interpret
 from grumem.recording import check_response, recorded_content, response_bytes
-from grumem.records import RecordError, sha256_bytes
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
 
@@ -71,9 +71,9 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     `response` (then an abort, as the loop records a failed request)."""
     import json
 
-    from grumem.prompt import PromptBuilder, memory_text
-    from grumem.prompts import plan
-    from grumem.records import dumps, sha256_text, write_jsonl
+    from grumem.jsonl import dumps, sha256_text, write_jsonl
+    from grumem.stages.prompts import plan
+    from grumem.template import PromptBuilder, memory_text
 
     chunks = tmp_path / "s.jsonl"
     chunks.write_text(
@@ -121,7 +121,7 @@ def _edit_b64(attempt: dict) -> dict:
 def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw, edit) -> None:
     """11.4: the `gates` stage checked the sha256 of 200 answers only, and a body
     that is not UTF-8 could not be checked at all; now every body is checked."""
-    from grumem.gates import regate
+    from grumem.stages.gates import regate
 
     attempt = _attempt_record(1, _Outcome(502, raw, "HTTP 502"), 0.1, None)
     prompts, responses = _one_turn_recording(tmp_path, attempt)

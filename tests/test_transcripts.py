@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grumem.chunks import read_chunk_file, render_records
+from grumem.chunk_files import read_chunk_file, render_records
 from grumem.cli import TRANSCRIPT_FORMATS
+from grumem.jsonl import RecordError
 from grumem.paths import FIXTURES_DIR
-from grumem.records import RecordError
 from grumem.tokens import count_tokens
 from grumem.transcripts import (
     FORMATS,

@@ -23,9 +23,9 @@ from typing import Any
 
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.judge import distinct_chunks
+from grumem.jsonl import RecordError, read_jsonl, sha256_text, write_jsonl
 from grumem.labels import load_labels
-from grumem.records import RecordError, read_jsonl, sha256_text, write_jsonl
+from grumem.stages.judge import distinct_chunks
 
 Stratum = tuple[str, bool]  # (query_id, the judge's evidence)
 

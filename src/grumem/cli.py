@@ -42,8 +42,8 @@ def add_prompt(sub: argparse._SubParsersAction) -> None:
 
 
 def run_prompt(args: argparse.Namespace) -> int:
-    from grumem.chunks import read_chunk_file
-    from grumem.prompt import DEFAULT_TEMPLATE, PromptBuilder
+    from grumem.chunk_files import read_chunk_file
+    from grumem.template import DEFAULT_TEMPLATE, PromptBuilder
 
     if args.question is None or args.chunk_file is None or args.index is None:
         raise GrumemError("grumem prompt needs --question, --chunk-file and --index")
@@ -74,7 +74,7 @@ def add_parse(sub: argparse._SubParsersAction) -> None:
 
 def run_parse(args: argparse.Namespace) -> int:
     from grumem.gate_parser import ParseError, parse_gate_response
-    from grumem.records import dumps
+    from grumem.jsonl import dumps
 
     # bytes, not text mode: universal newlines would rewrite \r\n inside the memory
     if args.file is None:
@@ -129,10 +129,10 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
 
 def run_prompts(args: argparse.Namespace) -> int:
     from grumem.config import load_queries
-    from grumem.prompt import DEFAULT_TEMPLATE, Budget, PromptBuilder
-    from grumem.prompts import plan
-    from grumem.records import write_jsonl
-    from grumem.sessions import read_session_index
+    from grumem.jsonl import write_jsonl
+    from grumem.stages.prompts import plan
+    from grumem.stages.sessions import read_session_index
+    from grumem.template import DEFAULT_TEMPLATE, Budget, PromptBuilder
 
     s = settings_from_args(args)
     builder = PromptBuilder.from_file(
@@ -161,8 +161,8 @@ def add_sessions(sub: argparse._SubParsersAction) -> None:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from grumem.records import write_jsonl
-    from grumem.sessions import session_index
+    from grumem.jsonl import write_jsonl
+    from grumem.stages.sessions import session_index
 
     n = write_jsonl(args.out, session_index(args.chunks), "session")
     print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)
@@ -185,7 +185,7 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
 
 
 def run_responses(args: argparse.Namespace) -> int:
-    from grumem.rollout import run
+    from grumem.stages.responses import run
 
     settings = settings_from_args(args)
     if args.concurrency is not None:
@@ -207,8 +207,8 @@ def add_gates(sub: argparse._SubParsersAction) -> None:
 
 
 def run_gates(args: argparse.Namespace) -> int:
-    from grumem.gates import regate
-    from grumem.records import write_jsonl
+    from grumem.jsonl import write_jsonl
+    from grumem.stages.gates import regate
 
     memory_budget = settings_from_args(args)["budget"]["memory"]
     n = write_jsonl(args.out, regate(args.prompts, args.responses, memory_budget), "gate")
@@ -227,8 +227,8 @@ def add_log(sub: argparse._SubParsersAction) -> None:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from grumem.records import write_jsonl
-    from grumem.turnlog import join
+    from grumem.jsonl import write_jsonl
+    from grumem.stages.log import join
 
     s = settings_from_args(args)
     if not len(args.prompts) == len(args.responses) == len(args.gates):
@@ -301,7 +301,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from grumem.export import ExportInputs, export, format_summary
+    from grumem.stages.export import ExportInputs, export, format_summary
 
     summary = export(
         ExportInputs(
@@ -348,41 +348,9 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
 
 
 def run_chunk(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from grumem.stages.chunk import run
 
-    from grumem.chunker import chunk_session
-    from grumem.records import write_jsonl
-    from grumem.transcripts import read_transcript
-
-    if args.budget < 50:
-        raise GrumemError(f"--budget {args.budget}: must be at least 50 tokens")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    written: dict[str, str] = {}  # session id -> the transcript it came from
-    for file in args.files:
-        fmt, sessions = read_transcript(file, args.format, args.drop_thinking)
-        print(f"{file}: {fmt}, {len(sessions)} session(s)")
-        for s in sessions:
-            if s.id in written:
-                raise GrumemError(
-                    f"{file}: session {s.id!r} also comes from {written[s.id]};"
-                    " chunk files are named by session: one would overwrite the other"
-                )
-            written[s.id] = file
-            skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
-            if not s.records:
-                print(f"  {s.id}: records 0, no chunk file written; skipped: {skipped}")
-                continue
-            result = chunk_session(s.id, s.records, args.budget)
-            write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
-            print(
-                f"  {s.id}: records {result.records}, chunks {len(result.chunks)}, "
-                f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
-                f"parts split {result.split_records}"
-                + (f" (into {result.parts} parts)" if result.split_records else "")
-                + f", skipped: {skipped}"
-            )
-    return 0
+    return run(args)
 
 
 def add_serve_local(sub: argparse._SubParsersAction) -> None:
@@ -436,7 +404,7 @@ def add_judge(sub: argparse._SubParsersAction) -> None:
 
 
 def run_judge(args: argparse.Namespace) -> int:
-    from grumem.judge import DEFAULT_TEMPLATE, format_summary, run, settings_from_args
+    from grumem.stages.judge import DEFAULT_TEMPLATE, format_summary, run, settings_from_args
 
     settings = settings_from_args(args)
     if args.concurrency is not None:
@@ -469,7 +437,8 @@ def add_judge_merge(sub: argparse._SubParsersAction) -> None:
 
 
 def run_judge_merge(args: argparse.Namespace) -> int:
-    from grumem.judge import format_summary, merge
+    from grumem.stages.judge import format_summary
+    from grumem.stages.labels import merge
 
     stats = merge(args.labels, args.unparsed, args.out, args.unparsed_out)
     print(format_summary(stats, args.out, args.unparsed_out), file=sys.stderr)
@@ -519,12 +488,14 @@ def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
-    p.add_argument("--out-dir", required=True, help="writes the SVG files of grumem.report.PLOTS")
+    p.add_argument(
+        "--out-dir", required=True, help="writes the SVG files of grumem.stages.report.PLOTS"
+    )
     p.set_defaults(run=run_report_plots)
 
 
 def run_report_plots(args: argparse.Namespace) -> int:
-    from grumem.report import write_plots
+    from grumem.stages.report import write_plots
 
     for path in write_plots(args.turn_log, args.trajectories, args.out_dir):
         print(f"report-plots: wrote {path}", file=sys.stderr)

@@ -18,11 +18,11 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.chunks import iter_sessions
+from grumem.chunk_files import iter_sessions
 from grumem.config import load_queries
 from grumem.errors import GrumemError
+from grumem.jsonl import RecordError, read_jsonl_fast, sha256_file, validate, write_json
 from grumem.labels import Labels, load_labels
-from grumem.records import RecordError, read_jsonl_fast, sha256_file, validate, write_json
 
 
 class KappaError(GrumemError):

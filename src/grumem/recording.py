@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any
 
-from grumem.records import RecordError, sha256_bytes, sha256_text
+from grumem.jsonl import RecordError, sha256_bytes, sha256_text
 
 
 def stored_body(raw: bytes) -> dict[str, str]:

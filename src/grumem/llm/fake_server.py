@@ -51,8 +51,8 @@ from aiohttp import web
 
 from grumem.config import UniqueKeyLoader
 from grumem.errors import GrumemError
-from grumem.prompt import NO_PREVIOUS_MEMORY
-from grumem.records import RecordError, atomic_writer, dumps, sha256_bytes
+from grumem.jsonl import RecordError, atomic_writer, dumps, sha256_bytes
+from grumem.template import NO_PREVIOUS_MEMORY
 from grumem.tokens import count_tokens
 
 FAULT_KINDS = ("429", "500", "503", "hang", "reset", "truncated", "non_json", "length")

@@ -15,7 +15,7 @@ import re
 from types import ModuleType
 
 from grumem.errors import GrumemError
-from grumem.records import RecordError, open_input
+from grumem.jsonl import RecordError, open_input
 from grumem.transcripts import (
     aider,
     claude_code,

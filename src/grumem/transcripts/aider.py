@@ -39,7 +39,7 @@ import os
 import re
 from pathlib import Path
 
-from grumem.records import RecordError, open_input
+from grumem.jsonl import RecordError, open_input
 from grumem.transcripts.base import Head, Session, record, session_stem, thinking_text
 
 NAME = "aider"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 from grumem.transcripts.base import Head, Session, load_json_document, require, session_stem
 from grumem.transcripts.openai_chat import ROLE_MAP, content_text, convert_message
 

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from grumem.errors import GrumemError
-from grumem.gates import interpret, memory_after
+from grumem.jsonl import check_writable, read_jsonl, write_jsonl
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.request import build_body, sampling_params
+from grumem.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.progress import Progress
-from grumem.prompt import Budget, BudgetError, check_budget, memory_text
-from grumem.records import check_writable, read_jsonl, write_jsonl
+from grumem.template import Budget, BudgetError, check_budget, memory_text
 from grumem.tokens import count_tokens
 
 
@@ -64,7 +64,7 @@ async def run_trajectory(
     memory: str | None = None
     for turn in turns:
         base = {"trajectory_id": turn["trajectory_id"], "t": turn["t"]}
-        user = turn["prefix"] + memory_text(memory) + turn["suffix"]
+        user = user_message(turn, memory)
         try:
             check_budget(s.budget, _turn_tokens(turn, memory, user), s.llm["max_tokens"])
         except BudgetError as e:
@@ -83,9 +83,7 @@ async def run_trajectory(
         messages = [] if turn["system"] is None else [{"role": "system", "content": turn["system"]}]
         messages.append({"role": "user", "content": user})
         for ask in range(s.parse_retries + 1):
-            # a re-ask must be a distinct request, or the cache would answer it
-            # with the same failure: advance the seed past every sample's
-            seed = ask * s.samples + turn["sample"]
+            seed = ask_seed(ask, s.samples, turn["sample"])
             body = build_body(s.model, messages, sampling_params(s.llm, seed), s.grammar)
             ex = await client.complete(
                 body, label=f"{turn['trajectory_id']} t={turn['t']} ask={ask}"
@@ -126,7 +124,7 @@ async def run_trajectory(
                 break
         progress.done += 1
         memory = memory_after(memory, gate)
-        if s.level == "L2" and gate["parsed"] and gate["exit_gate"]:
+        if stops(s.level, gate):
             break
     return out
 

@@ -12,9 +12,9 @@ import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.chunks import expand_chunk_paths
+from grumem.chunk_files import expand_chunk_paths
 from grumem.errors import GrumemError
-from grumem.records import RecordError, read_jsonl_fast
+from grumem.jsonl import RecordError, read_jsonl_fast
 
 
 def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.chunks import iter_sessions
+from grumem.chunk_files import iter_sessions
 from grumem.errors import GrumemError
-from grumem.prompt import BudgetError, PromptBuilder
-from grumem.sessions import check_session
+from grumem.stages.sessions import check_session
+from grumem.template import BudgetError, PromptBuilder
 from grumem.tokens import count_tokens
 
 
@@ -28,7 +28,7 @@ def plan(
 ) -> Iterator[dict]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
-    With the project's session index (grumem.sessions), a session that another
+    With the project's session index (grumem.stages.sessions), a session that another
     chunk file of the project also holds fails here, before it is paid for."""
     sessions = list(iter_sessions(chunk_paths))
     if not sessions:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from grumem.records import RecordError, atomic_writer, read_jsonl_fast
+from grumem.jsonl import RecordError, atomic_writer, read_jsonl_fast
 
 PLOTS = ("r_update_by_t.svg", "t_last_evidence.svg", "parse_rate_by_t.svg", "latency.svg")
 

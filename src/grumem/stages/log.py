@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from grumem.records import RecordError, read_jsonl
+from grumem.jsonl import RecordError, read_jsonl
 
 _GATE_FIELDS = (
     "content",

@@ -38,10 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grumem.errors import GrumemError
-from grumem.kappa import read_kappa
-from grumem.labels import Labels, MissingLabelsError, load_labels
-from grumem.recording import check_request, recorded_content
-from grumem.records import (
+from grumem.jsonl import (
     RecordError,
     dumps,
     fast_validator,
@@ -49,6 +46,9 @@ from grumem.records import (
     sha256_file,
     validate,
 )
+from grumem.kappa import read_kappa
+from grumem.labels import Labels, MissingLabelsError, load_labels
+from grumem.recording import check_request, recorded_content
 from grumem.rewards import (
     EXIT_ABORTED,
     EXIT_NO_EVIDENCE,
@@ -283,7 +283,7 @@ def response_text(path: str, lineno: int, field: str, ask: dict[str, Any]) -> st
 
 def session_chunk_shas(paths: Sequence[str]) -> dict[str, list[str]]:
     """chunk_sha per t (index t-1) of every session in the chunk files."""
-    from grumem.chunks import iter_sessions
+    from grumem.chunk_files import iter_sessions
 
     return {session: [c.sha for c in chunks] for session, chunks in iter_sessions(paths)}
 

@@ -3,7 +3,7 @@
 Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
 that several sessions share (same rendered text, same sha) is one pair per
 query, whichever session it came from. The judge sees the question and the
-chunk rendered exactly as the memory agent sees it (grumem.chunks), through
+chunk rendered exactly as the memory agent sees it (grumem.chunk_files), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
 Requests go through the rollout's recording client: the same response cache
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from grumem.chunks import Chunk, iter_sessions
+from grumem.chunk_files import Chunk, iter_sessions
 from grumem.config import (
     connection_from_json,
     load_config,
@@ -42,14 +42,14 @@ from grumem.config import (
 )
 from grumem.errors import GrumemError
 from grumem.gate_parser import MAX_RAW, ParseError
-from grumem.gates import response_content
+from grumem.jsonl import RecordError, check_writable, write_jsonl
 from grumem.judge_parser import parse_judge_response
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.request import build_body, sampling_params
 from grumem.paths import TEMPLATES_DIR
 from grumem.progress import Progress
-from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill, load_template
-from grumem.records import RecordError, check_writable, read_jsonl, write_jsonl
+from grumem.recording import chat_content
+from grumem.template import Budget, BudgetError, TemplateError, check_budget, fill, load_template
 from grumem.tokens import count_tokens
 
 DEFAULT_TEMPLATE = TEMPLATES_DIR / "judge.txt"
@@ -77,7 +77,7 @@ def load_judge_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
 
 
 def judge_prompt(template: str, question: str, chunk_text: str) -> str:
-    """The judge's user message, slots filled in one pass (grumem.prompt.fill): a question
+    """The judge's user message, slots filled in one pass (grumem.template.fill): a question
     holding `{chunk}` or a chunk holding `{prompt}` stays literal."""
     return fill(template, {"prompt": question, "chunk": chunk_text})
 
@@ -252,7 +252,7 @@ async def judge_pair(
         return "unjudged", _unjudged(pair, "request_failed", sha, detail=ex.failure())
     progress.answers += 1
     try:
-        content, finish = response_content(ex.response["body"])
+        content, finish = chat_content(ex.response["body"])
     except (ValueError, KeyError, IndexError, TypeError) as e:
         error = {
             "tag": "response",
@@ -430,48 +430,3 @@ def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
             " (see the unjudged file; rerun the judge to resend failed requests)"
         )
     return text
-
-
-# ------------------------------------------------------------------ merging shards
-
-
-def merge(
-    label_paths: Sequence[str | os.PathLike[str]],
-    unjudged_paths: Sequence[str | os.PathLike[str]],
-    out_path: str | os.PathLike[str],
-    unjudged_out: str | os.PathLike[str],
-) -> dict[str, int]:
-    """One labels file from the judge's shard outputs, sorted by (query_id, chunk_sha).
-
-    A chunk in two shards was judged in each, the second time from the cache:
-    identical lines are kept once. Two different labels for one pair (two
-    shards sent the request at the same moment, sampling above temperature 0)
-    are an error, never a pick. A pair unjudged in one shard and labelled in
-    another is labelled."""
-    labels: dict[tuple[str, str], tuple[dict[str, Any], str, int]] = {}
-    for path in label_paths:
-        for line, rec in enumerate(read_jsonl(path, "label"), start=1):
-            pair = (rec["query_id"], rec["chunk_sha"])
-            if pair in labels and labels[pair][0] != rec:
-                first, first_path, first_line = labels[pair]
-                raise RecordError(
-                    path,
-                    line,
-                    "evidence",
-                    f"query {pair[0]!r}, chunk {pair[1][:12]}…: {first_path} line {first_line} "
-                    f"says evidence={first['evidence']} ({first['annotator']}), this line "
-                    f"evidence={rec['evidence']} ({rec['annotator']}); rerun the judge of one "
-                    "shard so that both read the cached answer",
-                )
-            labels.setdefault(pair, (rec, str(path), line))
-    unjudged: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in unjudged_paths:
-        for rec in read_jsonl(path, "unjudged"):
-            pair = (rec["query_id"], rec["chunk_sha"])
-            if pair not in labels:
-                unjudged.setdefault(pair, rec)
-    merged = [labels[p][0] for p in sorted(labels)]
-    left = [unjudged[p] for p in sorted(unjudged)]
-    write_jsonl(unjudged_out, left, "unjudged")
-    write_jsonl(out_path, merged, "label")
-    return summary(merged, left)
