@@ -8,20 +8,34 @@ import pytest
 
 from grumem import cli
 
+RESPONSES = ["responses", "--settings", "{}", "--prompts", "p.jsonl", "--out", "r.jsonl"]
+JUDGE = ["judge", "--settings", "{}", "--project", "demo", "--queries", "q.yaml", "--out",
+         "r.jsonl", "--unparsed", "u.jsonl", "c.jsonl"]  # fmt: skip
 
-def test_an_internal_error_reaches_the_jobs_progress_log(tmp_path: Path, monkeypatch) -> None:
+
+@pytest.mark.parametrize(
+    ("argv", "settings_reader"),
+    [
+        (RESPONSES, "grumem.config.settings_from_args"),
+        (JUDGE, "grumem.stages.judge.settings_from_args"),
+    ],
+    ids=["responses", "judge"],
+)
+def test_an_internal_error_reaches_the_jobs_progress_log(
+    tmp_path: Path, monkeypatch, argv: list[str], settings_reader: str
+) -> None:
     # The responses and judge rules send stderr to the terminal and only the
     # progress log to {log}: a bug's traceback must be in that log too.
     def boom(args):
         raise RuntimeError("boom: a bug, not bad input")
 
-    monkeypatch.setattr(cli, "settings_from_args", boom)
-    log = tmp_path / "responses.log"
+    monkeypatch.setattr(settings_reader, boom)
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "job.log"
     with pytest.raises(RuntimeError):
-        cli.main(["responses", "--settings", "{}", "--prompts", str(tmp_path / "p.jsonl"),
-                  "--out", str(tmp_path / "r.jsonl"), "--log", str(log)])  # fmt: skip
+        cli.main([*argv, "--log", str(log)])
     text = log.read_text(encoding="utf-8")
-    assert "grumem responses: internal error:" in text
+    assert f"grumem {argv[0]}: internal error:" in text
     assert "Traceback (most recent call last)" in text
     assert "RuntimeError: boom: a bug, not bad input" in text
     assert not (tmp_path / "r.jsonl").exists()

@@ -98,6 +98,6 @@ def test_snakemake_refuses_a_config_file_with_duplicate_keys(tmp_path: Path) -> 
     its config files through grumem's loader before it plans anything."""
     path = write_config(tmp_path, "http://127.0.0.1:9/v1")
     path.write_text(path.read_text(encoding="utf-8") + "shard_size: 5\n", encoding="utf-8")
-    proc = snakemake(tmp_path, "-n", "export", check=False)
+    proc = snakemake(tmp_path, "-n", "all", check=False)
     assert proc.returncode != 0
     assert "duplicate key 'shard_size'" in proc.stdout + proc.stderr

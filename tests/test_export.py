@@ -19,7 +19,6 @@ import pytest
 from grumem.chunk_files import render_records
 from grumem.errors import GrumemError
 from grumem.jsonl import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
-from grumem.kappa import run_kappa
 from grumem.labels import MissingLabelsError
 from grumem.paths import FIXTURES_DIR
 from grumem.stages.export import (
@@ -31,6 +30,7 @@ from grumem.stages.export import (
     export,
     format_summary,
 )
+from grumem.stages.kappa import run_kappa
 from grumem.template import PromptBuilder
 
 FIXTURE = FIXTURES_DIR / "export"

@@ -24,7 +24,6 @@ from grumem.config import load_queries
 from grumem.errors import GrumemError
 from grumem.jsonl import RecordError, read_jsonl, sha256_text
 from grumem.judge_parser import parse_judge_response
-from grumem.kappa import run_kappa
 from grumem.labels import load_labels
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import ReplayMiss
@@ -40,6 +39,7 @@ from grumem.stages.judge import (
     settings_from_args,
     think_chars,
 )
+from grumem.stages.kappa import run_kappa
 from grumem.stages.labels import merge
 from grumem.template import TemplateError
 
@@ -395,7 +395,7 @@ def test_cli_shards_merge_to_the_whole_projects_labels(judged, tmp_path):
         assert "pairs labelled" in p.stderr and "from cache" in p.stderr
         assert "parse rate 1.00" in (tmp_path / f"{shard}.log").read_text()
     p = grumem(
-        "judge-merge",
+        "labels",
         "--labels",
         str(tmp_path / "s000.jsonl"),
         str(tmp_path / "s001.jsonl"),

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from grumem.chunk_files import iter_sessions
 from grumem.jsonl import RecordError, dumps, sha256_file, validate
-from grumem.kappa import Confusion, KappaError, cohen_kappa, kappa_between, run_kappa
+from grumem.kappa import Confusion, KappaError, cohen_kappa, kappa_between
 from grumem.labels import Labels
 from grumem.paths import FIXTURES_DIR
+from grumem.stages.kappa import run_kappa
 
 FIXTURE = FIXTURES_DIR / "export"
 DEMO = FIXTURES_DIR / "demo"

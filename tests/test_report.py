@@ -489,8 +489,8 @@ def test_report_renders_the_corpus_plots_in_chromium(tmp_path: Path, fake_server
     work.mkdir()
     write_config(work, server.base_url)
     targets = [f"results/demo/report/{name}" for name in PLOTS]
-    snakemake(work, "export", *targets)
-    snakemake(work, "--report", "report.html", "export", *targets)
+    snakemake(work, "all", *targets)
+    snakemake(work, "--report", "report.html", "all", *targets)
     report = work / "report.html"
     assert report.stat().st_size > 0
 

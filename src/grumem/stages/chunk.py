@@ -11,7 +11,7 @@ from grumem.packing import chunk_session
 from grumem.transcripts import read_transcript
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     """`grumem chunk`: every transcript file -> one chunk file per session."""
     if args.budget < 50:
         raise GrumemError(f"--budget {args.budget}: must be at least 50 tokens")

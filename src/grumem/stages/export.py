@@ -23,9 +23,11 @@ and nothing is ever written next to the inputs.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -46,7 +48,6 @@ from grumem.jsonl import (
     sha256_file,
     validate,
 )
-from grumem.kappa import read_kappa
 from grumem.labels import Labels, MissingLabelsError, load_labels
 from grumem.recording import check_request, recorded_content
 from grumem.rewards import (
@@ -59,6 +60,7 @@ from grumem.rewards import (
     TurnGates,
     score_trajectory,
 )
+from grumem.stages.kappa import read_kappa
 
 TRAJECTORIES = "trajectories.jsonl"
 TURNS = "turns.parquet"
@@ -852,3 +854,20 @@ def _temp_path(out_dir: Path, name: str) -> str:
 def _fsync(path: str) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem export`: the corpus; its summary to stderr (the job's log)."""
+    summary = export(
+        ExportInputs(
+            log=args.turn_log,
+            labels=args.labels,
+            kappa=args.kappa,
+            out_dir=args.out_dir,
+            min_kappa=args.min_kappa,
+            data_source=args.data_source,
+            chunks=tuple(args.chunks),
+        )
+    )
+    print(format_summary(summary), file=sys.stderr)
+    return 0

@@ -6,8 +6,10 @@ chain) and re-applies the loop's semantics (grumem.loop) to it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from collections.abc import Iterator
 from itertools import groupby
 
@@ -81,3 +83,14 @@ def _check_exchange(path, line: int, rec: dict, prompts: dict, memory: str | Non
         )
     if rec["chunk_sha"] != prompt["chunk_sha"]:
         raise RecordError(path, line, "chunk_sha", "differs from the prompt record")
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem gates`: every recorded ask of a shard re-parsed strictly."""
+    from grumem.config import settings_from_args
+    from grumem.jsonl import write_jsonl
+
+    memory_budget = settings_from_args(args)["budget"]["memory"]
+    n = write_jsonl(args.out, regate(args.prompts, args.responses, memory_budget), "gate")
+    print(f"gates: {n} asks re-parsed into {args.out}", file=sys.stderr)
+    return 0

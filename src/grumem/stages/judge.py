@@ -22,6 +22,7 @@ requests (the answers received are in the cache).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -430,3 +431,26 @@ def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
             " (see the unjudged file; rerun the judge to resend failed requests)"
         )
     return text
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem judge`: a shard's labels; the summary to stderr and to `--log`."""
+    settings = settings_from_args(args)
+    if args.concurrency is not None:
+        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    stats = run(
+        args.chunks,
+        args.queries,
+        args.out,
+        args.unparsed,
+        settings,
+        log_path=args.progress_log,
+        label=f"judge {args.project}",
+        template_path=args.template or DEFAULT_TEMPLATE,
+    )
+    text = format_summary(stats, args.out, args.unparsed)
+    print(text, file=sys.stderr)
+    if args.progress_log:
+        with open(args.progress_log, "a", encoding="utf-8") as log:
+            print(text, file=log)
+    return 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from grumem.jsonl import RecordError, read_jsonl, write_jsonl
-from grumem.stages.judge import summary
+from grumem.stages.judge import format_summary, summary
 
 
 def merge(
@@ -50,3 +52,10 @@ def merge(
     write_jsonl(unjudged_out, left, "unjudged")
     write_jsonl(out_path, merged, "label")
     return summary(merged, left)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem labels`: the judge's shard outputs merged into labels.jsonl."""
+    stats = merge(args.labels, args.unparsed, args.out, args.unparsed_out)
+    print(format_summary(stats, args.out, args.unparsed_out), file=sys.stderr)
+    return 0

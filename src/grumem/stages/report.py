@@ -18,8 +18,10 @@ numbers back.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -397,3 +399,10 @@ def write_plots(
             f.write(render_svg(chart))
         paths.append(path)
     return paths
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem report-plots`: the corpus plots, one SVG file each."""
+    for path in write_plots(args.turn_log, args.trajectories, args.out_dir):
+        print(f"report-plots: wrote {path}", file=sys.stderr)
+    return 0

@@ -9,6 +9,7 @@ the requests in flight across the shard.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -235,3 +236,17 @@ async def _run_with_client(
         client = open_client(s.llm, base_url)
         stack.push_async_callback(client.aclose)
         return await run_shard(client, prompts, s, progress)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem responses`: the loop over a shard; progress to stderr and `--log`."""
+    from grumem.config import settings_from_args
+
+    settings = settings_from_args(args)
+    if args.concurrency is not None:
+        # Snakemake may scale the job's llm_slots down to the global cap; the
+        # job then keeps exactly that many requests in flight
+        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    stats = run(args.prompts, args.out, settings, args.progress_log, label=args.prompts)
+    print(f"responses: {stats}", file=sys.stderr)
+    return 0

@@ -8,8 +8,10 @@ both files, and each `prompts` job checks its shard's sessions against it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from grumem.chunk_files import expand_chunk_paths
@@ -75,3 +77,12 @@ def check_session(
             f"{file}:{line}: session {session!r} is also in {other}: a session must be in "
             "one chunk file of its project (remove the copy)"
         )
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem sessions`: the project's session index."""
+    from grumem.jsonl import write_jsonl
+
+    n = write_jsonl(args.out, session_index(args.chunks), "session")
+    print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)
+    return 0
