@@ -4,7 +4,6 @@ written to kappa.json, which the export requires (grumem.kappa computes it)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -13,7 +12,7 @@ from typing import Any
 from grumem.chunk_files import iter_sessions
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, read_jsonl_fast, sha256_file, validate, write_json
+from grumem.jsonl import read_jsonl_fast, sha256_file, validate, write_json
 from grumem.kappa import Kappa, KappaError, check_in_project, check_independent, kappa_between
 from grumem.labels import load_labels
 
@@ -100,15 +99,4 @@ def run_kappa(
     record = kappa_record(result, str(labels_path), str(calibration_path), min_calibration)
     validate(record, "kappa", out)
     write_json(out, record)
-    return record
-
-
-def read_kappa(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A kappa.json, validated by workflow/schemas/kappa.schema.yaml."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            record = json.load(f)
-        except json.JSONDecodeError as e:
-            raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg}") from None
-    validate(record, "kappa", path)
     return record
