@@ -8,7 +8,7 @@ the recording, so a recording and the log can never disagree silently.
 from __future__ import annotations
 
 from grumem.gate_parser import MAX_RAW, ParseError, parse_gate_response
-from grumem.recording import chat_content, response_bytes
+from grumem.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.template import memory_text
 from grumem.tokens import count_tokens
 
@@ -37,7 +37,7 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
         }
     try:
         content, finish = chat_content(raw)
-    except (ValueError, KeyError, IndexError, TypeError) as e:
+    except NOT_A_CHAT_COMPLETION as e:
         return {
             "parsed": False,
             **_NULL_GATE,

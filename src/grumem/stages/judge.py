@@ -28,10 +28,8 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from grumem.chunk_files import Chunk, iter_sessions
 from grumem.config import (
@@ -43,13 +41,14 @@ from grumem.config import (
 )
 from grumem.errors import GrumemError
 from grumem.gate_parser import MAX_RAW, ParseError
-from grumem.jsonl import RecordError, check_writable, write_jsonl
+from grumem.jsonl import RecordError, write_jsonl
 from grumem.judge_parser import parse_judge_response
 from grumem.llm.grammar import grammar_fields
+from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 from grumem.paths import TEMPLATES_DIR
 from grumem.progress import Progress
-from grumem.recording import chat_content
+from grumem.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
 from grumem.template import Budget, BudgetError, TemplateError, check_budget, fill, load_template
 from grumem.tokens import count_tokens
 
@@ -252,9 +251,12 @@ async def judge_pair(
     if not ex.ok:
         return "unjudged", _unjudged(pair, "request_failed", sha, detail=ex.failure())
     progress.answers += 1
+    # the recording check of gates and export: the answer (fresh or from the cache)
+    # must match its sha256, and its content comes from the raw bytes
+    raw = check_response(client.cache.path(sha), None, ex.response)
     try:
-        content, finish = chat_content(ex.response["body"])
-    except (ValueError, KeyError, IndexError, TypeError) as e:
+        content, finish = chat_content(raw)
+    except NOT_A_CHAT_COMPLETION as e:
         error = {
             "tag": "response",
             "reason": f"not a chat completion: {e}",
@@ -341,59 +343,37 @@ def run(
 ) -> dict[str, int]:
     """Judge every (query, chunk) of the chunk files; write labels and the side file atomically."""
     s = JudgeSettings.from_settings(settings)
-    # an unwritable output place is found before any request is paid for
-    for path in (out_path, unjudged_path):
-        check_writable(Path(path).parent)
-    if s.mode == "live":
-        check_writable(s.llm["cache_dir"])
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
     n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
-    with ExitStack() as stack:
-        streams: list[IO[str]] = [sys.stderr]
-        if log_path:
-            streams.append(stack.enter_context(open(log_path, "a", encoding="utf-8")))
-        progress = Progress(n_chunks * len(queries), label, streams, "pairs", "unlabelled")
-        base_url = s.base_url
-        if base_url is None and s.mode == "live":
-            from grumem.llm.local_server import LocalServer
+    progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
+    pairs = iter_pairs(chunk_paths, queries)
+    with llm_job(s.llm, s.base_url, [out_path, unjudged_path], progress, log_path) as job:
 
-            server = stack.enter_context(LocalServer(**s.llm["local"]))
-            base_url = server.base_url
-            progress.emit()
-        labels, unjudged, counters = asyncio.run(
-            _judge_with_client(iter_pairs(chunk_paths, queries), s, base_url, template, progress)
-        )
+        async def work(client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            return await judge_all(client, pairs, s, template, progress, client.concurrency)
+
+        (labels, unjudged), counters = job.run(work), progress.counters.snapshot()
     failed = [u for u in unjudged if u["reason"] == "request_failed"]
     if failed:
-        every = "every judge request failed: " if len(failed) == counters["requests"] else ""
         down = (
             " Is the server at labels.judge.base_url (or llm.base_url) up?"
             if any("no response" in u["detail"] for u in failed)
             else ""
         )
         raise GrumemError(
-            f"{every}{len(failed)} of {counters['requests']} judge requests failed after their "
-            f"retries; the first: {failed[0]['detail']}.{down} Nothing written to {out_path}; "
-            "the answers received are cached, so a rerun sends only the failed requests"
+            failed_requests_message(
+                len(failed),
+                counters["requests"],
+                failed[0]["detail"],
+                out_path,
+                requests="judge requests",
+                down=down,
+            )
         )
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")
     return summary(labels, unjudged, counters)
-
-
-async def _judge_with_client(
-    pairs: Iterator[Pair], s: JudgeSettings, base_url: str | None, template: str, progress: Progress
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
-    from grumem.llm.client import LLMClient
-
-    async with AsyncExitStack() as stack:
-        client = LLMClient.from_config(s.llm, base_url=base_url)
-        stack.push_async_callback(client.aclose)
-        labels, unjudged = await judge_all(
-            client, pairs, s, template, progress, workers=client.concurrency
-        )
-        return labels, unjudged, client.counters.snapshot()
 
 
 def summary(
