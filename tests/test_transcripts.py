@@ -461,7 +461,7 @@ def test_cli_chunks_every_sample_within_budget_deterministically(tmp_path: Path)
         "--format", "auto", "--budget", str(budget), "--out", str(tmp_path / "b"), *map(str, ALL)
     )
     assert b.returncode == 0, b.stderr
-    assert a.stdout == b.stdout
+    assert a.stderr == b.stderr  # the statistics, in the job's log
 
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert files == sorted(
@@ -495,10 +495,10 @@ def test_cli_chunks_every_sample_within_budget_deterministically(tmp_path: Path)
     )
     assert parts[0]["text"] + parts[1]["text"] == original["text"]
 
-    line = next(ln for ln in a.stdout.splitlines() if ln.strip().startswith(f"{SID}:"))
+    line = next(ln for ln in a.stderr.splitlines() if ln.strip().startswith(f"{SID}:"))
     assert "records 12," in line and "parts split 1 (into 2 parts)" in line
     assert "file-history-snapshot 2" in line and "summary 1" in line
-    assert "skipped: demonstration 1" in a.stdout
+    assert "skipped: demonstration 1" in a.stderr
 
 
 def test_cli_drop_thinking(tmp_path: Path) -> None:
@@ -506,7 +506,7 @@ def test_cli_drop_thinking(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     text = (tmp_path / f"{SID}.jsonl").read_text() + (tmp_path / "export-job.jsonl").read_text()
     assert "Thinking: " not in text and "redacted thinking" not in text
-    assert "thinking 1" in r.stdout
+    assert "thinking 1" in r.stderr
 
 
 def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:

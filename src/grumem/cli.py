@@ -18,9 +18,11 @@ import importlib
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 from grumem.config import add_settings_arguments
 from grumem.errors import GrumemError
+from grumem.progress import stderr_also_to
 
 
 def add_progress_log(p: argparse.ArgumentParser) -> None:
@@ -30,7 +32,7 @@ def add_progress_log(p: argparse.ArgumentParser) -> None:
         "--log",
         dest="progress_log",
         default=None,
-        help="also append progress (and any error) to this file",
+        help="also append everything written to stderr (progress, statistics, errors) to this file",
     )
 
 
@@ -317,27 +319,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    try:
-        return _handler(args.handler)(args)
-    except GrumemError as e:
-        message = f"grumem {args.command}: error: {e}"
-        print(message, file=sys.stderr)
-        # a job that shows progress on the terminal also keeps its error in its
-        # progress log; only a file declared as one (add_progress_log), never an input
+    with ExitStack() as stack:
+        log = None
         if progress_log:
-            with open(progress_log, "a", encoding="utf-8") as log:
-                print(message, file=log)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        # a bug, not bad input: the traceback goes to stderr as usual, and also to
-        # the progress log of a job whose rule sends only progress there
-        if progress_log:
-            with open(progress_log, "a", encoding="utf-8") as log:
+            log = stack.enter_context(open(progress_log, "a", encoding="utf-8"))
+            stack.enter_context(stderr_also_to(log))
+        try:
+            return _handler(args.handler)(args)
+        except GrumemError as e:
+            # on stderr, so in the progress log too: only a file declared as one
+            # (add_progress_log), never an input
+            print(f"grumem {args.command}: error: {e}", file=sys.stderr)
+            return e.exit_code
+        except KeyboardInterrupt:
+            return 130
+        except Exception:
+            # a bug, not bad input: the traceback goes to stderr as usual when it is
+            # raised on, and also to the progress log of a job whose rule sends only
+            # that log to {log}
+            if log is not None:
                 print(f"grumem {args.command}: internal error:", file=log)
                 traceback.print_exc(file=log)
-        raise
+            raise
 
 
 if __name__ == "__main__":

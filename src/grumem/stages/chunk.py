@@ -1,8 +1,10 @@
-"""Stage `chunk`: transcripts -> token-budgeted chunk files, one per session."""
+"""Stage `chunk`: transcripts -> token-budgeted chunk files, one per session; the
+statistics of each file go to stderr, the job's log."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from grumem.errors import GrumemError
@@ -20,7 +22,7 @@ def main(args: argparse.Namespace) -> int:
     written: dict[str, str] = {}  # session id -> the transcript it came from
     for file in args.files:
         fmt, sessions = read_transcript(file, args.format, args.drop_thinking)
-        print(f"{file}: {fmt}, {len(sessions)} session(s)")
+        print(f"{file}: {fmt}, {len(sessions)} session(s)", file=sys.stderr)
         for s in sessions:
             if s.id in written:
                 raise GrumemError(
@@ -30,7 +32,10 @@ def main(args: argparse.Namespace) -> int:
             written[s.id] = file
             skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
             if not s.records:
-                print(f"  {s.id}: records 0, no chunk file written; skipped: {skipped}")
+                print(
+                    f"  {s.id}: records 0, no chunk file written; skipped: {skipped}",
+                    file=sys.stderr,
+                )
                 continue
             result = chunk_session(s.id, s.records, args.budget)
             write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
@@ -39,6 +44,7 @@ def main(args: argparse.Namespace) -> int:
                 f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
                 f"parts split {result.split_records}"
                 + (f" (into {result.parts} parts)" if result.split_records else "")
-                + f", skipped: {skipped}"
+                + f", skipped: {skipped}",
+                file=sys.stderr,
             )
     return 0

@@ -424,13 +424,9 @@ def main(args: argparse.Namespace) -> int:
         args.out,
         args.unparsed,
         settings,
-        log_path=args.progress_log,
         label=f"judge {args.project}",
         template_path=args.template or DEFAULT_TEMPLATE,
     )
-    text = format_summary(stats, args.out, args.unparsed)
-    print(text, file=sys.stderr)
-    if args.progress_log:
-        with open(args.progress_log, "a", encoding="utf-8") as log:
-            print(text, file=log)
+    # stderr goes to --log too (cli.main), progress and this summary alike
+    print(format_summary(stats, args.out, args.unparsed), file=sys.stderr)
     return 0

@@ -209,6 +209,7 @@ def main(args: argparse.Namespace) -> int:
         # Snakemake may scale the job's llm_slots down to the global cap; the
         # job then keeps exactly that many requests in flight
         settings["llm"]["concurrency"] = max(1, args.concurrency)
-    stats = run(args.prompts, args.out, settings, args.progress_log, label=args.prompts)
+    # no log_path: the command's stderr, progress included, goes to --log (cli.main)
+    stats = run(args.prompts, args.out, settings, label=args.prompts)
     print(f"responses: {stats}", file=sys.stderr)
     return 0
