@@ -40,6 +40,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_rollout.py
