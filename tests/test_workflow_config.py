@@ -153,25 +153,6 @@ def test_a_session_in_two_shards_fails_before_any_request(tmp_path, fake_server)
     assert "session 'shared'" in logs
 
 
-def test_prompts_checks_its_shard_against_the_session_index(tmp_path) -> None:
-    from grumem.cli import main
-
-    chunks = tmp_path / "chunks"
-    chunks.mkdir()
-    write_session(chunks / "a.jsonl", "shared", ["an error"])
-    write_session(chunks / "c.jsonl", "shared", ["an error"])
-    write_queries(tmp_path / "q.yaml")
-    index = tmp_path / "sessions.jsonl"
-    assert main(["sessions", "--out", str(index), str(chunks / "a.jsonl")]) == 0
-    out = tmp_path / "prompts.jsonl"
-    argv = ["prompts", "--settings", "{}", "--project", "p", "--queries", str(tmp_path / "q.yaml")]
-    argv += ["--sessions", str(index), "--out", str(out)]
-    assert main([*argv, str(chunks / "a.jsonl")]) == 0
-    assert main([*argv, str(chunks / "c.jsonl")]) == 1
-    assert main(["sessions", "--out", str(tmp_path / "x.jsonl"), str(chunks)]) == 1
-    assert not (tmp_path / "x.jsonl").exists()
-
-
 # --------------------------------------------------------------- item 18
 
 
