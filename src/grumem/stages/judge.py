@@ -6,11 +6,12 @@ query, whichever session it came from. The judge sees the question and the
 chunk rendered exactly as the memory agent sees it (grumem.chunk_files), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
-Requests go through the rollout's recording client: the same response cache
-(keyed by the request sha256, so a rerun re-sends nothing already answered)
-and the same `llm.mode: replay`, which reproduces labels.jsonl byte for byte
-with no server. The judge's endpoint, model and sampling may differ from the
-rollout's (`labels.judge`); a null field there takes the `llm` section's value.
+Requests go through the same job setup (grumem.llm.job) and recording client
+as the responses stage: the same response cache (keyed by the request sha256,
+so a rerun re-sends nothing already answered) and the same `llm.mode: replay`,
+which reproduces labels.jsonl byte for byte with no server. The judge's
+endpoint, model and sampling may differ from the responses stage's
+(`labels.judge`); a null field there takes the `llm` section's value.
 
 A pair whose answer does not parse strictly, or whose prompt does not fit
 the budget, gets no label. It is written to the `unjudged` side file and
