@@ -28,7 +28,7 @@ venv: $(STAMP)
 # Main job: the bundled demo project through the whole workflow to the verl
 # corpus, against the embedded llama.cpp server (no GPU, no network).
 run: $(STAMP)
-	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES) export
+	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES) all
 
 # Every test, then lint and format checks.
 test: $(STAMP)
@@ -40,14 +40,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_rollout.py
 	$(BIN)/python scripts/bench_export.py
 
 dag: $(STAMP)
-	$(BIN)/snakemake -n export
-	$(BIN)/snakemake --rulegraph mermaid-js export
+	$(BIN)/snakemake -n all
+	$(BIN)/snakemake --rulegraph mermaid-js all
 
 clean-results:
 	rm -rf results logs benchmarks .snakemake

@@ -1,6 +1,7 @@
 """grumem: GRU-Mem rollouts over agent transcripts, recorded byte for byte, exported for verl.
 
-Target: `export` (the default): every project's corpus under results/{project}/corpus/
+Target: `all` (the default): every project's corpus under results/{project}/corpus/,
+and its plots under results/{project}/report/
 """
 
 from snakemake.exceptions import WorkflowError
@@ -50,3 +51,5 @@ rule all:
     default_target: True
     input:
         all_corpus_files(),
+        REPORT_PLOTS,
+    localrule: True

@@ -27,10 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from grumem.chunks import chunk_sha, render_records
+from grumem.chunk_files import chunk_sha, render_records
+from grumem.jsonl import dumps, sha256_text
 from grumem.llm.request import build_body, request_sha
-from grumem.prompt import DEFAULT_TEMPLATE, fill, load_template, memory_text
-from grumem.records import dumps, sha256_text
+from grumem.template import DEFAULT_TEMPLATE, fill, load_template, memory_text
 
 TURNS_PER_TRAJECTORY = 20
 SESSIONS = 200
@@ -216,7 +216,7 @@ def run_export(work: Path) -> dict:
     """The export in a fresh process, so its peak RSS is its own."""
     code = (
         "import json, resource, sys, time\n"
-        "from grumem.export import ExportInputs, export\n"
+        "from grumem.stages.export import ExportInputs, export\n"
         "w = sys.argv[1]\n"
         "t0 = time.perf_counter()\n"
         "s = export(ExportInputs(log=w + '/log.jsonl', labels=w + '/labels.jsonl',"

@@ -9,7 +9,7 @@
    tokens/s each, completion lengths drawn from a fixed-seed lognormal
    capped at 2048 tokens.
 2. Live run: the prompts stage's `plan` builds the prompt records, then
-   `grumem.rollout.run_shard` runs all N trajectories in this process through
+   `grumem.stages.responses.run_shard` runs all N trajectories in this process through
    one `LLMClient` (at most `--concurrency` requests in flight).
 3. Prints turns, wall time, turns/s, the mean of the client's requests in
    flight (sampled on its event loop, time-weighted), CPU per turn of client
@@ -55,11 +55,11 @@ from typing import Any
 import yaml
 
 from grumem.config import settings_from_json
+from grumem.jsonl import dumps, validate
 from grumem.llm.client import LLMClient
-from grumem.prompt import Budget, PromptBuilder
-from grumem.prompts import plan
-from grumem.records import dumps, validate
-from grumem.rollout import LoopSettings, Progress, run_shard
+from grumem.stages.prompts import plan
+from grumem.stages.responses import LoopSettings, Progress, run_shard
+from grumem.template import Budget, PromptBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 # the fake server and its process harness are test support (tests/support), not the package

@@ -19,10 +19,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from grumem.chunks import iter_sessions
+from grumem.chunk_files import iter_sessions
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.records import write_jsonl
+from grumem.jsonl import write_jsonl
 
 # this script runs from the checkout; the package knows only its package data
 FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"

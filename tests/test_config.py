@@ -9,7 +9,7 @@ import pytest
 from workflow_helpers import snakemake, write_config
 
 from grumem.config import check_config_files, load_config, load_queries, load_yaml
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 
 QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
 
@@ -87,6 +87,6 @@ def test_snakemake_refuses_a_config_file_with_duplicate_keys(tmp_path: Path) -> 
     its config files through grumem's loader before it plans anything."""
     path = write_config(tmp_path, "http://127.0.0.1:9/v1")
     path.write_text(path.read_text(encoding="utf-8") + "shard_size: 5\n", encoding="utf-8")
-    proc = snakemake(tmp_path, "-n", "export", check=False)
+    proc = snakemake(tmp_path, "-n", "all", check=False)
     assert proc.returncode != 0
     assert "duplicate key 'shard_size'" in proc.stdout + proc.stderr

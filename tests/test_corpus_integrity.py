@@ -46,7 +46,7 @@ def test_refused_export_leaves_its_inputs_alone(tmp_path, fake_server) -> None:
     before = {p: sha256(p) for p in inputs}
 
     write_config(tmp_path, server.base_url, export={"min_kappa": 1.0})
-    proc = snakemake(tmp_path, "export", check=False)
+    proc = snakemake(tmp_path, "all", check=False)
     assert proc.returncode != 0
     err = (tmp_path / "logs/export/demo.log").read_text(encoding="utf-8")
     assert "below export.min_kappa 1.0" in err
@@ -54,7 +54,7 @@ def test_refused_export_leaves_its_inputs_alone(tmp_path, fake_server) -> None:
     assert all(json.loads(line) for line in inputs[0].read_text(encoding="utf-8").splitlines())
 
     write_config(tmp_path, server.base_url)
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     summary = json.loads((tmp_path / CORPUS / "summary.json").read_text(encoding="utf-8"))
     assert summary["inputs"]["log_sha256"] == before[inputs[0]]
     assert {p: sha256(p) for p in inputs} == before
@@ -124,7 +124,7 @@ def test_reasks_count_against_r_format(tmp_path, fake_server) -> None:
         )
     )
     write_config(tmp_path, server.base_url, loop={"parse_retries": 1})
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     log = read_lines(tmp_path / LOG)
     reasked = [x for x in log if x["asks"] > 1]
     assert len(reasked) == 1

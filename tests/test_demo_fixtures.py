@@ -15,9 +15,9 @@ from collections import Counter
 import pytest
 from checkout import FIXTURES_DIR, REPO_ROOT
 
-from grumem.chunks import Chunk, read_chunk_file, render_records
+from grumem.chunk_files import Chunk, read_chunk_file, render_records
 from grumem.config import load_queries
-from grumem.records import read_jsonl
+from grumem.jsonl import read_jsonl
 from grumem.tokens import count_tokens
 
 DEMO = FIXTURES_DIR / "demo"

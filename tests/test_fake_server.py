@@ -24,8 +24,8 @@ from checkout import FIXTURES_DIR
 
 import grumem
 from grumem.gate_parser import parse_gate_response
-from grumem.prompt import PromptBuilder
-from grumem.records import sha256_bytes
+from grumem.jsonl import sha256_bytes
+from grumem.template import PromptBuilder
 from support.draws import draw_tokens, fault_for
 from support.fake_server import FakeServerError, check_host
 from support.harness import child_env

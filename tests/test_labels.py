@@ -10,8 +10,7 @@ from checkout import FIXTURES_DIR
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grumem.labels import load_labels
-from grumem.records import (
+from grumem.jsonl import (
     RecordError,
     _validator,
     dumps,
@@ -19,6 +18,7 @@ from grumem.records import (
     read_jsonl,
     read_jsonl_fast,
 )
+from grumem.labels import load_labels
 
 FIXTURE = FIXTURES_DIR / "export"
 SHA = "ab" * 32

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from grumem.errors import GrumemError
+from grumem.jsonl import dumps, sha256_text, validate
 from grumem.llm.cache import CacheError, ResponseCache
 from grumem.llm.client import (
     LLMClient,
@@ -36,7 +37,6 @@ from grumem.llm.grammar import (
 )
 from grumem.llm.local_server import free_port
 from grumem.llm.request import RequestError, build_body, request_sha, sampling_params
-from grumem.records import dumps, sha256_text, validate
 from grumem.tokens import count_tokens
 from support.draws import fault_for
 from support.replies import completion_body

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from checkout import FIXTURES_DIR
 
-from grumem.chunks import read_chunk_file
+from grumem.chunk_files import read_chunk_file
 from grumem.config import load_queries
 from grumem.gate_parser import parse_gate_response
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.local_server import LocalServer, LocalServerError, find_gguf
 from grumem.llm.request import build_body
-from grumem.prompt import PromptBuilder
+from grumem.template import PromptBuilder
 
 pytestmark = pytest.mark.slow
 

@@ -25,6 +25,7 @@ from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.jsonl import dumps, schema, validate
 from grumem.record_types import (
     ABSENT,
     Absent,
@@ -34,7 +35,6 @@ from grumem.record_types import (
     RecordShapeError,
     Trajectory,
 )
-from grumem.records import dumps, schema, validate
 
 PAIRS = {"log": LogLine, "trajectory": Trajectory}
 EXPORT_FIXTURE = FIXTURES_DIR / "export"

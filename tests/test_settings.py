@@ -16,7 +16,7 @@ from grumem.config import (
     split_connection,
     validate_config,
 )
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 
 ENV = {"HOME": "/home/ana", "DATA": "/srv/data"}
 
@@ -96,7 +96,7 @@ def test_connection_takes_only_connection_settings() -> None:
 
 
 def test_the_judge_takes_the_connection_too() -> None:
-    from grumem.judge import settings_from_args as judge_settings
+    from grumem.stages.judge import settings_from_args as judge_settings
 
     parser = argparse.ArgumentParser()
     add_settings_arguments(parser)

@@ -279,9 +279,9 @@ def test_demo_export_on_slurm_matches_local(
     for work in (local, cluster):
         work.mkdir()
         write_config(work, server.base_url)
-    snakemake(local, "--workflow-profile", str(DEFAULT_PROFILE), "export")
+    snakemake(local, "--workflow-profile", str(DEFAULT_PROFILE), "all")
     sent_locally = server.stats()["requests"]
-    proc = run_snakemake_on_slurm(cluster, ["export"], env=slurm_cluster, timeout=900)
+    proc = run_snakemake_on_slurm(cluster, ["all"], env=slurm_cluster, timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert SUBMITTED_RE.search(proc.stdout), "no job went through SLURM"
     assert server.stats()["requests"] == 2 * sent_locally == 144

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from checkout import FIXTURES_DIR
 
-from grumem.chunks import read_chunk_file, render_records
 from grumem.cli import TRANSCRIPT_FORMATS
-from grumem.records import RecordError
-from grumem.tokens import count_tokens
+from grumem.jsonl import RecordError
 from grumem.transcripts import (
     FORMATS,
     UnknownFormatError,
@@ -439,150 +435,6 @@ def test_malformed_records_and_json_documents(tmp_path: Path) -> None:
 
     with pytest.raises(RecordError):  # a named format that does not fit fails, not crashes
         read_transcript(OPENAI, "claude-code")
-
-
-# ------------------------------------------------------------------ the CLI
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "grumem", "chunk", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def test_cli_chunks_every_sample_within_budget_deterministically(tmp_path: Path) -> None:
-    budget = 120
-    a = run_cli("--budget", str(budget), "--out", str(tmp_path / "a"), *map(str, ALL))
-    assert a.returncode == 0, a.stderr
-    b = run_cli(
-        "--format", "auto", "--budget", str(budget), "--out", str(tmp_path / "b"), *map(str, ALL)
-    )
-    assert b.returncode == 0, b.stderr
-    assert a.stdout == b.stdout
-
-    files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert files == sorted(
-        [
-            f"{SID}.jsonl",
-            f"{SID}-side-c0ffee01.jsonl",
-            f"{SID}-side-d00dfeed.jsonl",
-            "django__django-11099.jsonl",
-            "astropy__astropy-7746.jsonl",
-            "sympy__sympy-20590.jsonl",
-            "marshmallow-code__marshmallow-1867.jsonl",
-            "trajectory-only.jsonl",
-            "export-job.jsonl",
-            "staging-port.jsonl",
-            "pairing-notes.jsonl",
-        ]
-    )
-    for name in files:
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
-        chunks = read_chunk_file(tmp_path / "a" / name)  # schema, session, indices 0..n-1
-        assert chunks[0].session == name.removesuffix(".jsonl")
-        assert all(count_tokens(render_records(c.records)) <= budget for c in chunks)
-
-    # the main Claude session: 12 records, one split in two parts, put back together exactly
-    main = read_chunk_file(tmp_path / "a" / f"{SID}.jsonl")
-    recs = [r for c in main for r in c.records]
-    parts = [r for r in recs if "part" in r]
-    assert [p["part"] for p in parts] == [{"index": 0, "of": 2}, {"index": 1, "of": 2}]
-    original = next(
-        r for r in sessions_of(CLAUDE)[SID].records if r["source"] == parts[0]["source"]
-    )
-    assert parts[0]["text"] + parts[1]["text"] == original["text"]
-
-    line = next(ln for ln in a.stdout.splitlines() if ln.strip().startswith(f"{SID}:"))
-    assert "records 12," in line and "parts split 1 (into 2 parts)" in line
-    assert "file-history-snapshot 2" in line and "summary 1" in line
-    assert "skipped: demonstration 1" in a.stdout
-
-
-def test_cli_drop_thinking(tmp_path: Path) -> None:
-    r = run_cli("--drop-thinking", "--out", str(tmp_path), str(CLAUDE), str(OPENAI))
-    assert r.returncode == 0, r.stderr
-    text = (tmp_path / f"{SID}.jsonl").read_text() + (tmp_path / "export-job.jsonl").read_text()
-    assert "Thinking: " not in text and "redacted thinking" not in text
-    assert "thinking 1" in r.stdout
-
-
-def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"role": "user", "text": "ok"}\n{"role": "user", "text": 5}\n')
-    r = run_cli("--out", str(tmp_path / "out"), str(bad))
-    assert r.returncode == 1
-    assert f"{bad}:2: field 'text'" in r.stderr
-
-    unknown = tmp_path / "notes.txt"
-    unknown.write_text("hello\n")
-    r = run_cli("--out", str(tmp_path / "out"), str(unknown))
-    assert r.returncode == 1
-    assert "tried, and why each refused:\n  claude-code: the first line is not JSON\n" in r.stderr
-
-    r = run_cli("--out", str(tmp_path / "out"), str(RECORDS), str(RECORDS))
-    assert r.returncode == 1 and "also comes from" in r.stderr
-
-    r = run_cli("--budget", "10", "--out", str(tmp_path / "out"), str(RECORDS))
-    assert r.returncode == 1 and "at least 50" in r.stderr
-
-
-# ------------------------------------------------------------------ bad input: one-line errors
-# (issue 17, items 9 and 12)
-
-
-def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    return r.stderr
-
-
-def test_cli_lone_surrogate_in_a_jsonl_transcript(tmp_path: Path) -> None:
-    # an emoji cut between its UTF-16 halves, as JavaScript's substring leaves it
-    bad = tmp_path / "cut.jsonl"
-    bad.write_text('{"role": "user", "text": "ok"}\n{"role": "user", "text": "bye \\ud83d"}\n')
-    err = one_line_error(run_cli("--format", "records", "--out", str(tmp_path / "o"), str(bad)))
-    assert f"{bad}:2: field 'text' lone surrogate \\ud83d" in err
-    claude = tmp_path / "claude.jsonl"
-    lines = CLAUDE.read_text(encoding="utf-8").splitlines(keepends=True)
-    n = next(i for i, x in enumerate(lines) if '"type":"user"' in x and '"content":"' in x)
-    lines[n] = lines[n].replace('"content":"', '"content":"\\udc00', 1)
-    claude.write_text("".join(lines), encoding="utf-8")
-    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(claude)))
-    assert f"{claude}:{n + 1}: field 'message.content' lone surrogate \\udc00" in err
-    assert not (tmp_path / "o").exists() or list((tmp_path / "o").iterdir()) == []
-
-
-def test_cli_lone_surrogate_in_a_json_document(tmp_path: Path) -> None:
-    doc = json.loads(OPENAI.read_text(encoding="utf-8"))
-    bad = tmp_path / "openai.json"
-    text = json.dumps(doc, indent=2).replace('"The nightly', '"\\ud83d The nightly', 1)
-    bad.write_text(text, encoding="utf-8")
-    line = text[: text.index("\\ud83d")].count("\n") + 1
-    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(bad)))
-    assert f"{bad}:{line}: field '1.content.0.text' lone surrogate \\ud83d" in err
-
-
-def test_cli_directory_and_missing_file(tmp_path: Path) -> None:
-    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(T / "records")))
-    assert f"{T / 'records'}: is a directory" in err and "*.jsonl" in err
-    missing = tmp_path / "missing.jsonl"
-    err = one_line_error(run_cli("--out", str(tmp_path / "o"), str(missing)))
-    assert f"{missing}: cannot read: No such file or directory" in err
-    err = one_line_error(run_cli("--format", "records", "--out", str(tmp_path / "o"), str(missing)))
-    assert f"{missing}: cannot read" in err
-
-
-@pytest.mark.parametrize("fmt", TRANSCRIPT_FORMATS)
-def test_cli_empty_transcript_is_an_error_naming_it(tmp_path: Path, fmt: str) -> None:
-    """An empty file read as zero sessions exited 0 and wrote nothing: the session
-    would vanish from the project without a word."""
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    err = one_line_error(run_cli("--format", fmt, "--out", str(tmp_path / "o"), str(empty)))
-    assert f"{empty}: empty file: no transcript to chunk" in err
 
 
 def test_readme_lists_every_format_with_a_valid_config_example() -> None:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_helpers import REPO, demo_project, files_under, read_lines, snakemake, write_config
 
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 from grumem.transcripts import detect_format, read_transcript
 
 A = FIXTURES_DIR / "transcripts" / "aider"

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_helpers import REPO, demo_project, files_under, snakemake, write_config
 
-from grumem.chunks import read_chunk_file
-from grumem.records import RecordError
+from grumem.chunk_files import read_chunk_file
+from grumem.jsonl import RecordError
 from grumem.transcripts import FORMATS, codex_cli, detect_format, read_transcript
 from grumem.transcripts.base import Head, thinking_text, tool_call_text
 

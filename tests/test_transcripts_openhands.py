@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_helpers import REPO, demo_project, files_under, snakemake, write_config
 
-from grumem.chunks import read_chunk_file
-from grumem.records import RecordError, dumps
+from grumem.chunk_files import read_chunk_file
+from grumem.jsonl import RecordError, dumps
 from grumem.transcripts import FORMATS, detect_format, openhands, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 

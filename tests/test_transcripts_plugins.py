@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grumem.chunks import read_chunk_file
+from grumem.chunk_files import read_chunk_file
 from grumem.transcripts import FORMATS, UnknownFormatError, read_transcript
 
 BACKEND = '''

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_helpers import REPO, demo_project, files_under, snakemake, write_config
 
-from grumem.chunks import read_chunk_file
-from grumem.records import RecordError
+from grumem.chunk_files import read_chunk_file
+from grumem.jsonl import RecordError
 from grumem.transcripts import (
     SessionStream,
     UnknownFormatError,

@@ -53,7 +53,7 @@ def without_timings(lines: list[dict]) -> list[dict]:
 
 def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
     write_config(tmp_path, "http://127.0.0.1:9/v1")
-    out = snakemake(tmp_path, "-n", "export").stdout
+    out = snakemake(tmp_path, "-n", "all").stdout
     table = out.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
     counts = dict(line.split() for line in table)
     # 5 demo sessions in shards of 3: two shards, and one session index
@@ -64,16 +64,16 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "gates": "2",
         "log": "1",
         "kappa": "1",
-        "corpus": "1",
-        "report_plots": "1",
         "export": "1",
+        "report_plots": "1",
+        "all": "1",
         "total": "12",
     }
 
 
 def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
     write_config(tmp_path, "http://127.0.0.1:9/v1")
-    graph = snakemake(tmp_path, "--rulegraph", "mermaid-js", "export").stdout
+    graph = snakemake(tmp_path, "--rulegraph", "mermaid-js", "all").stdout
     ids = {}
     for line in graph.splitlines():
         line = line.strip()
@@ -88,9 +88,9 @@ def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
         ("responses", "gates"),
         ("gates", "log"),
         ("prompts", "gates"),
-        ("log", "corpus"),
-        ("kappa", "corpus"),
-        ("corpus", "export"),
+        ("log", "export"),
+        ("kappa", "export"),
+        ("export", "all"),
     ]:
         assert edge in edges, (edge, edges)
 
@@ -416,7 +416,7 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
 
     server = fake_server(FAKE_DEMO)
     write_config(tmp_path, server.base_url)
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     live = corpus_bytes(tmp_path)
     table = pq.read_table(tmp_path / "results/demo/corpus/turns.parquet")
     assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
@@ -430,9 +430,9 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
         for f in (tmp_path / "results/demo" / sub).iterdir():
             f.unlink()
     write_config(tmp_path, server.base_url, llm={"mode": "replay"})
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     assert corpus_bytes(tmp_path) == live
-    snakemake(tmp_path, "--forcerun", "corpus", "export")
+    snakemake(tmp_path, "--forcerun", "export", "all")
     assert corpus_bytes(tmp_path) == live
     assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
 
@@ -441,7 +441,7 @@ def test_export_without_calibration_file_fails_naming_it(tmp_path) -> None:
     missing = tmp_path / "no-such-calibration.jsonl"
     write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": demo_project(
         calibration=str(missing))})  # fmt: skip
-    proc = snakemake(tmp_path, "export", check=False)
+    proc = snakemake(tmp_path, "all", check=False)
     assert proc.returncode != 0
     assert str(missing) in proc.stderr + proc.stdout
     assert files_under(tmp_path / "results") == []
@@ -451,7 +451,7 @@ def test_export_refuses_a_project_without_calibration(tmp_path) -> None:
     project = demo_project()
     del project["calibration"]
     write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": project})
-    proc = snakemake(tmp_path, "-n", "export", check=False)
+    proc = snakemake(tmp_path, "-n", "all", check=False)
     assert proc.returncode != 0
     assert (
         "no calibration file" in proc.stderr + proc.stdout and "M5.2" in proc.stderr + proc.stdout
@@ -463,7 +463,7 @@ def test_judge_labels_feed_kappa_and_export(tmp_path, fake_server) -> None:
     write_config(
         tmp_path, server.base_url, projects={"demo": demo_project(labels={"source": "judge"})}
     )
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     labels = read_lines(tmp_path / "results/demo/labels.jsonl")
     assert len(labels) == 72 and len({(x["query_id"], x["chunk_sha"]) for x in labels}) == 72
     assert {x["annotator"] for x in labels} == {"fake-model"}
@@ -483,7 +483,7 @@ def test_unparsed_judgement_blocks_the_export_naming_the_pair(tmp_path, fake_ser
     write_config(
         tmp_path, server.base_url, projects={"demo": demo_project(labels={"source": "judge"})}
     )
-    proc = snakemake(tmp_path, "export", check=False)
+    proc = snakemake(tmp_path, "all", check=False)
     assert proc.returncode != 0
     unjudged = read_lines(tmp_path / "results/demo/unjudged.jsonl")
     assert len(unjudged) >= 1 and all(x["query_id"] == "errors-and-fixes" for x in unjudged)

@@ -57,12 +57,12 @@ def test_a_user_configfile_runs_only_the_user_projects(tmp_path) -> None:
     mine = demo_project(chunks=str(chunks / "*.jsonl"), queries=str(tmp_path / "q.yaml"))
     config = {"projects": {"mine": mine}, "llm": {"base_url": "http://127.0.0.1:9/v1"}}
     (tmp_path / "my.yaml").write_text(yaml.safe_dump(config))
-    out = snakemake(work, "-n", "export", "--configfile", str(tmp_path / "my.yaml")).stdout
+    out = snakemake(work, "-n", "all", "--configfile", str(tmp_path / "my.yaml")).stdout
     # the demo's requests would go to the user's (paid) server: no demo job at all
     assert "results/mine/" in out and "results/demo/" not in out, out
     assert jobs(out)["responses"] == 1
     # without a config of one's own: the demo, as `make run` runs it
-    out = snakemake(work, "-n", "export").stdout
+    out = snakemake(work, "-n", "all").stdout
     assert "results/demo/" in out and "results/mine/" not in out
     assert jobs(out)["responses"] == 2
 
@@ -153,32 +153,13 @@ def test_a_session_in_two_shards_fails_before_any_request(tmp_path, fake_server)
     assert "session 'shared'" in logs
 
 
-def test_prompts_checks_its_shard_against_the_session_index(tmp_path) -> None:
-    from grumem.cli import main
-
-    chunks = tmp_path / "chunks"
-    chunks.mkdir()
-    write_session(chunks / "a.jsonl", "shared", ["an error"])
-    write_session(chunks / "c.jsonl", "shared", ["an error"])
-    write_queries(tmp_path / "q.yaml")
-    index = tmp_path / "sessions.jsonl"
-    assert main(["sessions", "--out", str(index), str(chunks / "a.jsonl")]) == 0
-    out = tmp_path / "prompts.jsonl"
-    argv = ["prompts", "--settings", "{}", "--project", "p", "--queries", str(tmp_path / "q.yaml")]
-    argv += ["--sessions", str(index), "--out", str(out)]
-    assert main([*argv, str(chunks / "a.jsonl")]) == 0
-    assert main([*argv, str(chunks / "c.jsonl")]) == 1
-    assert main(["sessions", "--out", str(tmp_path / "x.jsonl"), str(chunks)]) == 1
-    assert not (tmp_path / "x.jsonl").exists()
-
-
 # --------------------------------------------------------------- item 18
 
 
 def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
     server = fake_server(FAKE_DEMO)
     write_config(tmp_path, server.base_url)
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     for llm in (
         {"timeout": 99, "concurrency": 7},
         {
@@ -192,13 +173,13 @@ def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
         },
     ):
         write_config(tmp_path, server.base_url, llm=llm)
-        out = snakemake(tmp_path, "-n", "export").stdout
+        out = snakemake(tmp_path, "-n", "all").stdout
         assert jobs(out) == {} and "Nothing to be done" in out, (llm, out[-2000:])
     # a setting that changes the requests' bytes does rerun them
     write_config(tmp_path, server.base_url, llm={"temperature": 0.1})
-    assert jobs(snakemake(tmp_path, "-n", "export").stdout)["responses"] == 2
+    assert jobs(snakemake(tmp_path, "-n", "all").stdout)["responses"] == 2
 
 
 def test_demo_dry_run_lists_the_project_session_index(tmp_path) -> None:
     write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": demo_project()})
-    assert jobs(snakemake(tmp_path, "-n", "export").stdout)["sessions"] == 1
+    assert jobs(snakemake(tmp_path, "-n", "all").stdout)["sessions"] == 1

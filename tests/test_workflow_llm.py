@@ -181,7 +181,7 @@ def test_a_wrong_answering_model_fails_unless_accepted_and_is_logged(tmp_path, f
         ("fake-model", "gpt-4o-evil-substitute")
     }
     # the corpus says which model answered, per turn, not only which was asked for
-    snakemake(tmp_path, "export")
+    snakemake(tmp_path, "all")
     corpus = tmp_path / "results/demo/corpus"
     turns = [turn for traj in read_lines(corpus / "trajectories.jsonl") for turn in traj["turns"]]
     assert len(turns) == 72

@@ -15,17 +15,19 @@ hash to its `chunk_sha`, and the annotator is named.
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.judge import distinct_chunks
+from grumem.jsonl import RecordError, read_jsonl, sha256_text, write_jsonl
 from grumem.labels import load_labels
-from grumem.records import RecordError, read_jsonl, sha256_text, write_jsonl
+from grumem.stages.judge import distinct_chunks
 
 Stratum = tuple[str, bool]  # (query_id, the judge's evidence)
 
@@ -182,3 +184,17 @@ def finalize(
     if not labels:
         raise RecordError(path, None, None, "empty sample: nothing to calibrate with")
     return write_jsonl(out, (labels[p] for p in sorted(labels)), "label")
+
+
+def main_sample(args: argparse.Namespace) -> int:
+    """`grumem calibrate-sample`: a stratified sample of pairs to label by hand."""
+    stats = write_sample(args.queries, args.labels, args.chunks, args.n, args.seed, args.out)
+    print(format_sample_stats(stats, args.n, args.out), file=sys.stderr)
+    return 0
+
+
+def main_finalize(args: argparse.Namespace) -> int:
+    """`grumem calibrate-finalize`: a filled sample -> the calibration file."""
+    n = finalize(args.sample, args.annotator, args.out)
+    print(f"calibrate-finalize: {n} labelled pairs -> {args.out}", file=sys.stderr)
+    return 0

@@ -1,7 +1,10 @@
 """`grumem`: one subcommand per workflow rule, plus tools for looking at prompts and parses.
 
-Each subcommand is `add_<name>(subparsers)` registering a `run` function;
-keep them thin: parse arguments, call the module that does the work.
+Argument definitions only. Each subcommand is `add_<name>(subparsers)`, naming
+its handler as "module:function": rule `gates` -> `grumem gates` ->
+grumem.stages.gates:main; commands that are no rule live in grumem.tools (or
+beside the module they wrap). The handler is imported only when its command
+runs, so `grumem --help` loads no stage.
 
 `--log` only ever names a progress log the command appends to (and where
 its error goes too); an input that is a log, such as log.jsonl, has its own
@@ -11,12 +14,15 @@ flag (`--turn-log`). No command writes to a file it reads.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
-from grumem.config import add_settings_arguments, settings_from_args
+from grumem.config import add_settings_arguments
 from grumem.errors import GrumemError
+from grumem.progress import stderr_also_to
 
 
 def add_progress_log(p: argparse.ArgumentParser) -> None:
@@ -26,7 +32,7 @@ def add_progress_log(p: argparse.ArgumentParser) -> None:
         "--log",
         dest="progress_log",
         default=None,
-        help="also append progress (and any error) to this file",
+        help="also append everything written to stderr (progress, statistics, errors) to this file",
     )
 
 
@@ -38,66 +44,13 @@ def add_prompt(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--session", help="session, when the chunk file holds several")
     p.add_argument("--memory", default=None, help="M_{t-1}; omitted means 'No previous memory'")
     p.add_argument("--template", default=None, help="template file (default templates/gru-mem.txt)")
-    p.set_defaults(run=run_prompt)
-
-
-def run_prompt(args: argparse.Namespace) -> int:
-    from grumem.chunks import read_chunk_file
-    from grumem.prompt import DEFAULT_TEMPLATE, PromptBuilder
-
-    if args.question is None or args.chunk_file is None or args.index is None:
-        raise GrumemError("grumem prompt needs --question, --chunk-file and --index")
-    chunks = [
-        c
-        for c in read_chunk_file(args.chunk_file)
-        if c.index == args.index and args.session in (None, c.session)
-    ]
-    if len(chunks) != 1:
-        what = "no chunk" if not chunks else "several sessions have a chunk"
-        raise GrumemError(
-            f"{args.chunk_file}: {what} with index {args.index}"
-            + ("" if chunks else "")
-            + ("; pass --session" if len(chunks) > 1 else "")
-        )
-    builder = PromptBuilder.from_file(args.template or DEFAULT_TEMPLATE)
-    prompt = builder.build(args.question, chunks[0].text, args.memory)
-    sys.stdout.buffer.write(prompt.user.encode("utf-8"))
-    sys.stdout.flush()
-    return 0
+    p.set_defaults(handler="grumem.tools.prompt:main")
 
 
 def add_parse(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parse", help="strictly parse one gate response (exit 2 when malformed)")
     p.add_argument("file", nargs="?", help="the response text (default: stdin)")
-    p.set_defaults(run=run_parse)
-
-
-def run_parse(args: argparse.Namespace) -> int:
-    from grumem.gate_parser import ParseError, parse_gate_response
-    from grumem.records import dumps
-
-    # bytes, not text mode: universal newlines would rewrite \r\n inside the memory
-    if args.file is None:
-        data, name = sys.stdin.buffer.read(), "<stdin>"
-    else:
-        try:
-            with open(args.file, "rb") as f:
-                data, name = f.read(), args.file
-        except OSError as e:
-            raise GrumemError(f"{args.file}: cannot read: {e.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise GrumemError(f"{name}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    try:
-        out: dict = parse_gate_response(text).to_json()
-        code = 0
-    except ParseError as e:
-        out, code = {"error": e.to_json()}, 2
-        print(f"grumem parse: error: {name}: {e}", file=sys.stderr)
-    sys.stdout.buffer.write((dumps(out) + "\n").encode("utf-8"))
-    sys.stdout.flush()
-    return code
+    p.set_defaults(handler="grumem.tools.parse:main")
 
 
 def add_prompts(sub: argparse._SubParsersAction) -> None:
@@ -109,49 +62,14 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sessions", default=None, help="the project's session index (grumem sessions)")
     p.add_argument("--out", required=True)
     p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
-    p.set_defaults(run=run_prompts)
-
-
-def run_prompts(args: argparse.Namespace) -> int:
-    from grumem.config import load_queries
-    from grumem.prompt import DEFAULT_TEMPLATE, Budget, PromptBuilder
-    from grumem.prompts import plan
-    from grumem.records import write_jsonl
-    from grumem.sessions import read_session_index
-
-    s = settings_from_args(args)
-    builder = PromptBuilder.from_file(
-        args.template or DEFAULT_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
-    )
-    index = read_session_index(args.sessions) if args.sessions else None
-    records = plan(
-        args.project,
-        args.chunks,
-        load_queries(args.queries),
-        builder,
-        s["loop"]["samples"],
-        index,
-        args.sessions or "",
-    )
-    n = write_jsonl(args.out, records, "prompt")
-    print(f"prompts: {n} turns written to {args.out}", file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.stages.prompts:main")
 
 
 def add_sessions(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sessions", help="stage `sessions`: a project's session index")
     p.add_argument("--out", required=True, help="the index (JSON Lines: session, file, line)")
     p.add_argument("chunks", nargs="+", help="every chunk file of the project, or directories")
-    p.set_defaults(run=run_sessions)
-
-
-def run_sessions(args: argparse.Namespace) -> int:
-    from grumem.records import write_jsonl
-    from grumem.sessions import session_index
-
-    n = write_jsonl(args.out, session_index(args.chunks), "session")
-    print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.stages.sessions:main")
 
 
 def add_responses(sub: argparse._SubParsersAction) -> None:
@@ -166,20 +84,7 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="requests in flight (overrides llm.concurrency: the job's llm_slots)",
     )
-    p.set_defaults(run=run_responses)
-
-
-def run_responses(args: argparse.Namespace) -> int:
-    from grumem.rollout import run
-
-    settings = settings_from_args(args)
-    if args.concurrency is not None:
-        # Snakemake may scale the job's llm_slots down to the global cap; the
-        # job then keeps exactly that many requests in flight
-        settings["llm"]["concurrency"] = max(1, args.concurrency)
-    stats = run(args.prompts, args.out, settings, args.progress_log, label=args.prompts)
-    print(f"responses: {stats}", file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.stages.responses:main")
 
 
 def add_gates(sub: argparse._SubParsersAction) -> None:
@@ -188,17 +93,7 @@ def add_gates(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", required=True)
     p.add_argument("--responses", required=True)
     p.add_argument("--out", required=True)
-    p.set_defaults(run=run_gates)
-
-
-def run_gates(args: argparse.Namespace) -> int:
-    from grumem.gates import regate
-    from grumem.records import write_jsonl
-
-    memory_budget = settings_from_args(args)["budget"]["memory"]
-    n = write_jsonl(args.out, regate(args.prompts, args.responses, memory_budget), "gate")
-    print(f"gates: {n} asks re-parsed into {args.out}", file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.stages.gates:main")
 
 
 def add_log(sub: argparse._SubParsersAction) -> None:
@@ -208,22 +103,7 @@ def add_log(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--responses", nargs="+", required=True, help="per shard, same order")
     p.add_argument("--gates", nargs="+", required=True, help="per shard, same order")
     p.add_argument("--out", required=True)
-    p.set_defaults(run=run_log)
-
-
-def run_log(args: argparse.Namespace) -> int:
-    from grumem.records import write_jsonl
-    from grumem.turnlog import join
-
-    s = settings_from_args(args)
-    if not len(args.prompts) == len(args.responses) == len(args.gates):
-        raise GrumemError(
-            "grumem log: --prompts, --responses and --gates need one file per shard each"
-        )
-    shards = list(zip(args.prompts, args.responses, args.gates, strict=True))
-    n = write_jsonl(args.out, join(shards, s["loop"]["level"], s["llm"]["model"]), "log")
-    print(f"log: {n} turns written to {args.out}", file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.stages.log:main")
 
 
 def add_kappa(sub: argparse._SubParsersAction) -> None:
@@ -244,26 +124,7 @@ def add_kappa(sub: argparse._SubParsersAction) -> None:
         help="fewest overlapping pairs (export.min_calibration)",
     )
     p.add_argument("--out", required=True, help="kappa.json")
-    p.set_defaults(run=run_kappa)
-
-
-def run_kappa(args: argparse.Namespace) -> int:
-    from grumem.kappa import run_kappa as compute
-
-    r = compute(
-        args.labels,
-        args.calibration,
-        args.min_calibration,
-        args.out,
-        queries_path=args.queries,
-        chunk_paths=args.chunks,
-    )
-    print(
-        f"kappa: {r['kappa']:.4f} over {r['n']} pairs (observed {r['observed_agreement']:.4f},"
-        f" expected {r['expected_agreement']:.4f}) -> {args.out}",
-        file=sys.stderr,  # the job's log: a rule captures stderr only
-    )
-    return 0
+    p.set_defaults(handler="grumem.stages.kappa:main")
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
@@ -282,25 +143,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out-dir", required=True, help="writes trajectories.jsonl, turns.parquet, summary.json"
     )
-    p.set_defaults(run=run_export)
-
-
-def run_export(args: argparse.Namespace) -> int:
-    from grumem.export import ExportInputs, export, format_summary
-
-    summary = export(
-        ExportInputs(
-            log=args.turn_log,
-            labels=args.labels,
-            kappa=args.kappa,
-            out_dir=args.out_dir,
-            min_kappa=args.min_kappa,
-            data_source=args.data_source,
-            chunks=tuple(args.chunks),
-        )
-    )
-    print(format_summary(summary), file=sys.stderr)  # the job's log: a rule captures stderr
-    return 0
+    p.set_defaults(handler="grumem.stages.export:main")
 
 
 TRANSCRIPT_FORMATS = ("auto", "claude-code", "mini-swe-agent", "swe-agent", "openai", "records")
@@ -341,50 +184,7 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, help="directory for <session>.jsonl chunk files")
     p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
-    p.set_defaults(run=run_chunk)
-
-
-def run_chunk(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from grumem.chunker import chunk_session
-    from grumem.records import write_jsonl
-    from grumem.transcripts import read_transcript
-
-    if args.budget < 50:
-        raise GrumemError(f"--budget {args.budget}: must be at least 50 tokens")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    written: dict[str, str] = {}  # session id -> the transcript it came from
-    for file in args.files:
-        options = {
-            "messages_field": args.messages_field,
-            "id_field": args.id_field,
-            "text_field": args.text_field,
-        }
-        fmt, sessions = read_transcript(file, args.format, args.drop_thinking, options)
-        print(f"{file}: {fmt}, {len(sessions)} session(s)")
-        for s in sessions:
-            if s.id in written:
-                raise GrumemError(
-                    f"{file}: session {s.id!r} also comes from {written[s.id]};"
-                    " chunk files are named by session: one would overwrite the other"
-                )
-            written[s.id] = file
-            skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
-            if not s.records:
-                print(f"  {s.id}: records 0, no chunk file written; skipped: {skipped}")
-                continue
-            result = chunk_session(s.id, s.records, args.budget)
-            write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
-            print(
-                f"  {s.id}: records {result.records}, chunks {len(result.chunks)}, "
-                f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
-                f"parts split {result.split_records}"
-                + (f" (into {result.parts} parts)" if result.split_records else "")
-                + f", skipped: {skipped}"
-            )
-    return 0
+    p.set_defaults(handler="grumem.stages.chunk:main")
 
 
 def add_serve_local(sub: argparse._SubParsersAction) -> None:
@@ -392,30 +192,7 @@ def add_serve_local(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--n-ctx", type=int, default=8192, help="context size in tokens")
     p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for it")
-    p.set_defaults(run=run_serve_local)
-
-
-def run_serve_local(args: argparse.Namespace) -> int:
-    import signal
-
-    from grumem.llm.local_server import LocalServer
-
-    # SIGTERM ends the wait like Ctrl-C, so the server is stopped either way
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with LocalServer(
-        n_ctx=args.n_ctx, startup_timeout=args.startup_timeout, port=args.port
-    ) as server:
-        print(server.base_url, flush=True)
-        print(
-            f"model {server.model}; set llm.base_url to the URL above; Ctrl-C stops it",
-            file=sys.stderr,
-            flush=True,
-        )
-        try:
-            code = server.proc.wait()
-        except KeyboardInterrupt:
-            return 0
-        raise GrumemError(f"the llama.cpp server exited with status {code}:\n{server.log_tail()}")
+    p.set_defaults(handler="grumem.tools.serve_local:main")
 
 
 def add_judge(sub: argparse._SubParsersAction) -> None:
@@ -434,48 +211,16 @@ def add_judge(sub: argparse._SubParsersAction) -> None:
     )
     add_progress_log(p)
     p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
-    p.set_defaults(run=run_judge)
+    p.set_defaults(handler="grumem.stages.judge:main")
 
 
-def run_judge(args: argparse.Namespace) -> int:
-    from grumem.judge import DEFAULT_TEMPLATE, format_summary, run, settings_from_args
-
-    settings = settings_from_args(args)
-    if args.concurrency is not None:
-        settings["llm"]["concurrency"] = max(1, args.concurrency)
-    stats = run(
-        args.chunks,
-        args.queries,
-        args.out,
-        args.unparsed,
-        settings,
-        log_path=args.progress_log,
-        label=f"judge {args.project}",
-        template_path=args.template or DEFAULT_TEMPLATE,
-    )
-    text = format_summary(stats, args.out, args.unparsed)
-    print(text, file=sys.stderr)
-    if args.progress_log:
-        with open(args.progress_log, "a", encoding="utf-8") as log:
-            print(text, file=log)
-    return 0
-
-
-def add_judge_merge(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("judge-merge", help="one labels file from the judge's shard outputs")
+def add_labels(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("labels", help="stage `labels`: one labels file from the judge's shards")
     p.add_argument("--labels", nargs="+", required=True, help="per shard labels files")
     p.add_argument("--unparsed", nargs="+", required=True, help="per shard side files")
     p.add_argument("--out", required=True, help="labels.jsonl")
     p.add_argument("--unparsed-out", required=True, help="the merged side file")
-    p.set_defaults(run=run_judge_merge)
-
-
-def run_judge_merge(args: argparse.Namespace) -> int:
-    from grumem.judge import format_summary, merge
-
-    stats = merge(args.labels, args.unparsed, args.out, args.unparsed_out)
-    print(format_summary(stats, args.out, args.unparsed_out), file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.stages.labels:main")
 
 
 def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
@@ -488,15 +233,7 @@ def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, required=True, help="the same seed draws the same sample")
     p.add_argument("--out", required=True, help="sample JSONL, `evidence: null` to fill")
     p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
-    p.set_defaults(run=run_calibrate_sample)
-
-
-def run_calibrate_sample(args: argparse.Namespace) -> int:
-    from grumem.calibration import format_sample_stats, write_sample
-
-    stats = write_sample(args.queries, args.labels, args.chunks, args.n, args.seed, args.out)
-    print(format_sample_stats(stats, args.n, args.out), file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.calibration:main_sample")
 
 
 def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
@@ -506,31 +243,17 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", required=True, help="the sample, every `evidence` true or false")
     p.add_argument("--annotator", required=True, help="who labelled it (not the judge)")
     p.add_argument("--out", required=True, help="the calibration file (label schema)")
-    p.set_defaults(run=run_calibrate_finalize)
-
-
-def run_calibrate_finalize(args: argparse.Namespace) -> int:
-    from grumem.calibration import finalize
-
-    n = finalize(args.sample, args.annotator, args.out)
-    print(f"calibrate-finalize: {n} labelled pairs -> {args.out}", file=sys.stderr)
-    return 0
+    p.set_defaults(handler="grumem.calibration:main_finalize")
 
 
 def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
-    p.add_argument("--out-dir", required=True, help="writes the SVG files of grumem.report.PLOTS")
-    p.set_defaults(run=run_report_plots)
-
-
-def run_report_plots(args: argparse.Namespace) -> int:
-    from grumem.report import write_plots
-
-    for path in write_plots(args.turn_log, args.trajectories, args.out_dir):
-        print(f"report-plots: wrote {path}", file=sys.stderr)
-    return 0
+    p.add_argument(
+        "--out-dir", required=True, help="writes the SVG files of grumem.stages.report.PLOTS"
+    )
+    p.set_defaults(handler="grumem.stages.report:main")
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -546,7 +269,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_chunk,
     add_serve_local,
     add_judge,
-    add_judge_merge,
+    add_labels,
     add_calibrate_sample,
     add_calibrate_finalize,
     add_report_plots,
@@ -582,6 +305,11 @@ def progress_log_clash(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _handler(spec: str) -> Callable[[argparse.Namespace], int]:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress_log = getattr(args, "progress_log", None)
@@ -593,27 +321,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    try:
-        return args.run(args)
-    except GrumemError as e:
-        message = f"grumem {args.command}: error: {e}"
-        print(message, file=sys.stderr)
-        # a job that shows progress on the terminal also keeps its error in its
-        # progress log; only a file declared as one (add_progress_log), never an input
+    with ExitStack() as stack:
+        log = None
         if progress_log:
-            with open(progress_log, "a", encoding="utf-8") as log:
-                print(message, file=log)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        # a bug, not bad input: the traceback goes to stderr as usual, and also to
-        # the progress log of a job whose rule sends only progress there
-        if progress_log:
-            with open(progress_log, "a", encoding="utf-8") as log:
+            log = stack.enter_context(open(progress_log, "a", encoding="utf-8"))
+            stack.enter_context(stderr_also_to(log))
+        try:
+            return _handler(args.handler)(args)
+        except GrumemError as e:
+            # on stderr, so in the progress log too: only a file declared as one
+            # (add_progress_log), never an input
+            print(f"grumem {args.command}: error: {e}", file=sys.stderr)
+            return e.exit_code
+        except KeyboardInterrupt:
+            return 130
+        except Exception:
+            # a bug, not bad input: the traceback goes to stderr as usual when it is
+            # raised on, and also to the progress log of a job whose rule sends only
+            # that log to {log}
+            if log is not None:
                 print(f"grumem {args.command}: internal error:", file=log)
                 traceback.print_exc(file=log)
-        raise
+            raise
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from grumem.jsonl import RecordError, open_input, schema, strict_validator_class
 from grumem.paths import SCHEMAS_DIR
-from grumem.records import RecordError, open_input, schema, strict_validator_class
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -219,7 +219,7 @@ def check_config_files(paths: Any) -> None:
 
 def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The project's standing questions, validated; ids must be unique."""
-    from grumem.records import validate
+    from grumem.jsonl import validate
 
     data = load_yaml(path)
     if data is None:

@@ -12,17 +12,13 @@ detected exactly rather than through a float compared with 1.0.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.chunks import iter_sessions
-from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.labels import Labels, load_labels
-from grumem.records import RecordError, read_jsonl_fast, sha256_file, validate, write_json
+from grumem.jsonl import RecordError
+from grumem.labels import Labels
 
 
 class KappaError(GrumemError):
@@ -105,24 +101,6 @@ def kappa_between(labels: Labels, calibration: Labels, min_calibration: int) -> 
     return cohen_kappa(Confusion.count(decisions), min_calibration)
 
 
-def kappa_record(
-    result: Kappa, labels_path: str, calibration_path: str, min_calibration: int
-) -> dict[str, Any]:
-    """kappa.json's content: no timestamps, paths as given, so reruns are byte-identical."""
-    return {
-        "kappa": result.kappa,
-        "n": result.n,
-        "observed_agreement": result.observed_agreement,
-        "expected_agreement": result.expected_agreement,
-        "confusion": result.confusion.as_dict(),
-        "min_calibration": min_calibration,
-        "labels_path": labels_path,
-        "labels_sha256": sha256_file(labels_path),
-        "calibration_path": calibration_path,
-        "calibration_sha256": sha256_file(calibration_path),
-    }
-
-
 def check_independent(labels: Labels, calibration: Labels) -> None:
     """The calibration must be another annotator's: κ of a labelling with itself is 1.
 
@@ -169,63 +147,3 @@ def check_in_project(
                 f" ({len(chunk_shas)} distinct chunks): calibrate the project's own chunks"
                 " (grumem calibrate-sample draws them)",
             )
-
-
-def project_pairs(
-    queries_path: str | os.PathLike[str], chunk_paths: Sequence[str | os.PathLike[str]]
-) -> tuple[set[str], set[str]]:
-    """(query ids, chunk shas) of a project: its queries file and its chunk files."""
-    if not chunk_paths:
-        raise GrumemError("--chunks: give the project's chunk files (or directories)")
-    query_ids = {q["id"] for q in load_queries(queries_path)}
-    shas = {c.sha for _, chunks in iter_sessions(chunk_paths) for c in chunks}
-    if not shas:
-        raise GrumemError(f"no chunks in {', '.join(map(str, chunk_paths))}")
-    return query_ids, shas
-
-
-def run_kappa(
-    labels_path: str,
-    calibration_path: str,
-    min_calibration: int,
-    out: str,
-    *,
-    queries_path: str | os.PathLike[str],
-    chunk_paths: Sequence[str | os.PathLike[str]],
-) -> dict[str, Any]:
-    """Compute κ and write kappa.json atomically (nothing is written on error).
-
-    The calibration is checked first: another annotator's, and only pairs of
-    this project (its queries, its chunks)."""
-    for what, p in (("labels", labels_path), ("calibration", calibration_path)):
-        if not os.path.exists(p):
-            raise GrumemError(f"{what} file {p} does not exist")
-        if os.path.isdir(p):
-            raise GrumemError(f"{what} file {p} is a directory, not a file")
-    if os.path.samefile(labels_path, calibration_path):
-        raise KappaError(
-            f"--calibration {calibration_path} is the labels file itself: κ needs an"
-            " independent labelling of a sample of the pairs"
-        )
-    labels = load_labels(labels_path)
-    calibration = load_labels(calibration_path)
-    check_independent(labels, calibration)
-    query_ids, shas = project_pairs(queries_path, chunk_paths)
-    rows = ((line, rec) for line, _, rec in read_jsonl_fast(calibration_path, "label"))
-    check_in_project(str(calibration_path), rows, query_ids, shas)
-    result = kappa_between(labels, calibration, min_calibration)
-    record = kappa_record(result, str(labels_path), str(calibration_path), min_calibration)
-    validate(record, "kappa", out)
-    write_json(out, record)
-    return record
-
-
-def read_kappa(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A kappa.json, validated by workflow/schemas/kappa.schema.yaml."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            record = json.load(f)
-        except json.JSONDecodeError as e:
-            raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg}") from None
-    validate(record, "kappa", path)
-    return record

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from grumem.errors import GrumemError
-from grumem.records import RecordError, read_jsonl_fast
+from grumem.jsonl import RecordError, read_jsonl_fast
 
 Pair = tuple[str, str]  # (query_id, chunk_sha)
 

@@ -4,8 +4,10 @@ requests really in flight and cache hits, to the job's log and the terminal."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -46,3 +48,36 @@ class Progress:
         while True:
             await asyncio.sleep(seconds)
             self.emit()
+
+
+class _Tee:
+    """A text stream writing to several, flushing each write (a log read while the job runs)."""
+
+    def __init__(self, *streams: IO[str]):
+        self._streams = streams
+
+    def write(self, text: str) -> int:
+        for s in self._streams:
+            s.write(text)
+            s.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        for s in self._streams:
+            s.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._streams[0], name)
+
+
+@contextmanager
+def stderr_also_to(log: IO[str]) -> Iterator[None]:
+    """Everything written to sys.stderr meanwhile also goes to `log`: a job whose rule
+    shows stderr on the terminal keeps all of it (progress, statistics, errors) in
+    its {log} too."""
+    saved = sys.stderr
+    sys.stderr = _Tee(saved, log)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stderr = saved

@@ -1,8 +1,10 @@
 """The recording's integrity: request and response sha checks, chat content from a body.
 
-The `gates` stage and the export both read recorded exchanges; both check
-them through these functions, so a check cannot be skipped in one and kept
-in the other. A response attempt stores its raw body losslessly: `body` is
+The `gates` stage, the export and the judge all read recorded exchanges; all
+check them through these functions, so a check cannot be skipped in one and
+kept in another, and a body means the same to each: its content is parsed
+from the raw bytes, so a body that is not UTF-8 is no chat completion anywhere
+(its U+FFFD text is for people only). A response attempt stores its raw body losslessly: `body` is
 the text, and when the raw bytes are not valid UTF-8 `body_b64` holds them
 (base64) while `body` shows them decoded with U+FFFD, for people reading.
 The sha256 is always over the raw bytes, so it can always be checked.
@@ -16,7 +18,7 @@ import json
 import os
 from typing import Any
 
-from grumem.records import RecordError, sha256_bytes, sha256_text
+from grumem.jsonl import RecordError, sha256_bytes, sha256_text
 
 
 def stored_body(raw: bytes) -> dict[str, str]:
@@ -83,6 +85,10 @@ def check_response(
     return raw
 
 
+# what chat_content raises for a body that holds no chat completion
+NOT_A_CHAT_COMPLETION = (ValueError, KeyError, IndexError, TypeError)
+
+
 def chat_content(body: str | bytes) -> tuple[str, str | None]:
     """(content, finish_reason) of an OpenAI chat.completion body; ValueError if it has none."""
     data = json.loads(body)
@@ -105,5 +111,5 @@ def recorded_content(
         return None
     try:
         return chat_content(raw)[0]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except NOT_A_CHAT_COMPLETION:
         return None

@@ -11,7 +11,8 @@ from snakemake.exceptions import WorkflowError
 from grumem.config import check_config_files, split_connection, validate_config
 from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
+from grumem.jsonl import RecordError
 from grumem.units import UNIT_PATTERN, unit_name, unit_names
 
 # The config is validated once, here, by grumem's validator (the schema is

@@ -1,4 +1,4 @@
-rule corpus:
+rule export:
     input:
         turn_log="results/{project}/log.jsonl",
         labels=labels_file,
@@ -22,10 +22,3 @@ rule corpus:
         "grumem export --turn-log {input.turn_log} --labels {input.labels:q} --kappa {input.kappa}"
         " --min-kappa {params.min_kappa} --data-source {params.data_source}"
         " --chunks {input.chunks:q} --out-dir {params.out_dir} 2> {log}"
-
-
-rule export:
-    input:
-        all_corpus_files(),
-        REPORT_PLOTS,
-    localrule: True

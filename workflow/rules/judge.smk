@@ -40,5 +40,5 @@ rule labels:
     conda:
         "../../environment.yml"
     shell:
-        "grumem judge-merge --labels {input.labels} --unparsed {input.unparsed}"
+        "grumem labels --labels {input.labels} --unparsed {input.unparsed}"
         " --out {output.labels} --unparsed-out {output.unparsed} 2> {log}"

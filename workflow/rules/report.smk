@@ -1,4 +1,4 @@
-from grumem.report import PLOTS
+from grumem.stages.report import PLOTS
 
 # every project's plots: part of the `export` target (include this file before export.smk)
 REPORT_PLOTS = expand("results/{project}/report/{plot}", project=PROJECTS, plot=PLOTS)

@@ -22,7 +22,7 @@ from typing import Any
 import jsonschema
 
 from grumem.errors import GrumemError
-from grumem.records import RecordError, atomic_writer, dumps, schema
+from grumem.jsonl import RecordError, atomic_writer, dumps, schema
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 

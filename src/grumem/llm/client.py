@@ -534,8 +534,8 @@ def _split_body(body: str, sha: str, label: str) -> tuple[str, Any, dict[str, An
 
 def _attempt_record(n: int, o: _Outcome, latency: float, why: str | None) -> dict[str, Any]:
     """The response schema's `attempt`: raw body stored losslessly, sha256 of the raw bytes."""
+    from grumem.jsonl import sha256_bytes
     from grumem.recording import stored_body
-    from grumem.records import sha256_bytes
 
     content = o.content
     return {

@@ -26,7 +26,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from grumem.errors import GrumemError
-from grumem.records import RecordError, open_input
+from grumem.jsonl import RecordError, open_input
 from grumem.transcripts import (
     aider,
     anthropic,

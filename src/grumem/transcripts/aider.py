@@ -39,7 +39,7 @@ import os
 import re
 from pathlib import Path
 
-from grumem.records import RecordError, open_input
+from grumem.jsonl import RecordError, open_input
 from grumem.transcripts.base import (
     Detection,
     Head,

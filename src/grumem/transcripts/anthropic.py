@@ -39,7 +39,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

@@ -18,8 +18,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from grumem import records
-from grumem.records import RecordError, dumps
+from grumem import jsonl as records
+from grumem.jsonl import RecordError, dumps
 
 ROLES = ("user", "assistant", "tool_result", "system")
 

@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 from grumem.transcripts.anthropic import media_placeholder, tool_result_text
 from grumem.transcripts.base import (
     Detection,

@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from grumem.records import RecordError, dumps
+from grumem.jsonl import RecordError, dumps
 from grumem.transcripts.base import (
     Detection,
     Head,

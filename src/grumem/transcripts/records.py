@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 from grumem.transcripts.base import (
     ROLES,
     Detection,

@@ -42,7 +42,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from grumem.records import RecordError
+from grumem.jsonl import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

@@ -1,7 +1,7 @@
 """A session's records packed into chunks whose rendered text fits the section budget.
 
 Pure functions; tokens are cl100k counts (`grumem.tokens`) of the text exactly
-as the prompt renders it (`grumem.chunks.render_records`).
+as the prompt renders it (`grumem.chunk_files.render_records`).
 
 - A record whose own rendering is over budget is split first: at line ends,
   or inside a line only when that line alone is too long, into consecutive
@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from grumem.chunks import render_record, render_records
+from grumem.chunk_files import render_record, render_records
 from grumem.errors import GrumemError
 from grumem.tokens import count_tokens, encoding
 

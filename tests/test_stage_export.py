@@ -17,9 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from checkout import FIXTURES_DIR
 
-from grumem.chunks import render_records
+from grumem.chunk_files import render_records
 from grumem.errors import GrumemError
-from grumem.export import (
+from grumem.jsonl import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
+from grumem.labels import MissingLabelsError
+from grumem.stages.export import (
     SUMMARY,
     TRAJECTORIES,
     TURNS,
@@ -28,10 +30,8 @@ from grumem.export import (
     export,
     format_summary,
 )
-from grumem.kappa import run_kappa
-from grumem.labels import MissingLabelsError
-from grumem.prompt import PromptBuilder
-from grumem.records import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
+from grumem.stages.kappa import run_kappa
+from grumem.template import PromptBuilder
 
 FIXTURE = FIXTURES_DIR / "export"
 FILES = ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl")
@@ -705,7 +705,7 @@ def test_min_kappa_cannot_switch_the_gate_off(work: Path) -> None:
 
 
 def _min_kappa_schema() -> dict:
-    from grumem.records import schema
+    from grumem.jsonl import schema
 
     return schema("config")["properties"]["export"]["properties"]["min_kappa"]
 

@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
@@ -321,6 +321,28 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
             os.unlink(tmp)
         if isinstance(e, OSError) and e.errno in _WRITE_ERRNOS:
             raise _write_error(path, e) from None
+        raise
+
+
+@contextmanager
+def atomic_files(
+    directory: str | os.PathLike[str], names_modes: Iterable[tuple[str, str]]
+) -> Iterator[dict[str, IO[Any]]]:
+    """Several files of `directory` written as one: each through atomic_writer, renamed
+    into place only when the block succeeds, in reverse order of `names_modes` (name
+    the file whose presence means "complete" first: it is renamed last). On error no
+    file is renamed, and a directory this created is removed again if left empty."""
+    directory = Path(directory)
+    created = not directory.exists()
+    try:
+        with ExitStack() as stack:
+            yield {
+                name: stack.enter_context(atomic_writer(directory / name, mode))
+                for name, mode in names_modes
+            }
+    except BaseException:
+        if created and directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
         raise
 
 

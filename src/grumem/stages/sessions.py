@@ -8,13 +8,15 @@ both files, and each `prompts` job checks its shard's sessions against it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.chunks import expand_chunk_paths
+from grumem.chunk_files import expand_chunk_paths
 from grumem.errors import GrumemError
-from grumem.records import RecordError, read_jsonl_fast
+from grumem.jsonl import RecordError, read_jsonl_fast
 
 
 def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict]:
@@ -75,3 +77,12 @@ def check_session(
             f"{file}:{line}: session {session!r} is also in {other}: a session must be in "
             "one chunk file of its project (remove the copy)"
         )
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem sessions`: the project's session index."""
+    from grumem.jsonl import write_jsonl
+
+    n = write_jsonl(args.out, session_index(args.chunks), "session")
+    print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)
+    return 0

@@ -14,11 +14,10 @@ from checkout import FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.chunks import read_chunk_file
+from grumem.chunk_files import read_chunk_file
 from grumem.config import load_config, validate_config
 from grumem.errors import GrumemError
-from grumem.paths import SCHEMAS_DIR
-from grumem.records import (
+from grumem.jsonl import (
     RecordError,
     compile_fast,
     read_jsonl,
@@ -29,6 +28,7 @@ from grumem.records import (
     validate,
     write_jsonl,
 )
+from grumem.paths import SCHEMAS_DIR
 
 EXPORT = FIXTURES_DIR / "export"
 SCHEMAS = sorted(p.name.removesuffix(".schema.yaml") for p in SCHEMAS_DIR.glob("*.schema.yaml"))

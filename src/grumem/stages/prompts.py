@@ -3,13 +3,15 @@ filled, memory slot open; over-budget input fails here, before any request is pa
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.chunks import iter_sessions
+from grumem.chunk_files import iter_sessions
 from grumem.errors import GrumemError
-from grumem.prompt import BudgetError, PromptBuilder
-from grumem.sessions import check_session
+from grumem.stages.sessions import check_session
+from grumem.template import BudgetError, PromptBuilder
 from grumem.tokens import count_tokens
 
 
@@ -28,7 +30,7 @@ def plan(
 ) -> Iterator[dict]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
-    With the project's session index (grumem.sessions), a session that another
+    With the project's session index (grumem.stages.sessions), a session that another
     chunk file of the project also holds fails here, before it is paid for."""
     sessions = list(iter_sessions(chunk_paths))
     if not sessions:
@@ -83,3 +85,29 @@ def plan(
                             "fixed": tokens["total"] - tokens["memory"],
                         },
                     }
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem prompts`: every (trajectory, t) of a shard, its count to stderr (the job's log)."""
+    from grumem.config import load_queries, settings_from_args
+    from grumem.jsonl import write_jsonl
+    from grumem.stages.sessions import read_session_index
+    from grumem.template import DEFAULT_TEMPLATE, Budget
+
+    s = settings_from_args(args)
+    builder = PromptBuilder.from_file(
+        args.template or DEFAULT_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
+    )
+    index = read_session_index(args.sessions) if args.sessions else None
+    records = plan(
+        args.project,
+        args.chunks,
+        load_queries(args.queries),
+        builder,
+        s["loop"]["samples"],
+        index,
+        args.sessions or "",
+    )
+    n = write_jsonl(args.out, records, "prompt")
+    print(f"prompts: {n} turns written to {args.out}", file=sys.stderr)
+    return 0

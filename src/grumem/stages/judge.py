@@ -3,14 +3,15 @@
 Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
 that several sessions share (same rendered text, same sha) is one pair per
 query, whichever session it came from. The judge sees the question and the
-chunk rendered exactly as the memory agent sees it (grumem.chunks), through
+chunk rendered exactly as the memory agent sees it (grumem.chunk_files), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
-Requests go through the rollout's recording client: the same response cache
-(keyed by the request sha256, so a rerun re-sends nothing already answered)
-and the same `llm.mode: replay`, which reproduces labels.jsonl byte for byte
-with no server. The judge's endpoint, model and sampling may differ from the
-rollout's (`labels.judge`); a null field there takes the `llm` section's value.
+Requests go through the same job setup (grumem.llm.job) and recording client
+as the responses stage: the same response cache (keyed by the request sha256,
+so a rerun re-sends nothing already answered) and the same `llm.mode: replay`,
+which reproduces labels.jsonl byte for byte with no server. The judge's
+endpoint, model and sampling may differ from the responses stage's
+(`labels.judge`); a null field there takes the `llm` section's value.
 
 A pair whose answer does not parse strictly, or whose prompt does not fit
 the budget, gets no label. It is written to the `unjudged` side file and
@@ -22,17 +23,16 @@ requests (the answers received are in the cache).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from grumem.chunks import Chunk, iter_sessions
+from grumem.chunk_files import Chunk, iter_sessions
 from grumem.config import (
     connection_from_json,
     load_config,
@@ -42,14 +42,15 @@ from grumem.config import (
 )
 from grumem.errors import GrumemError
 from grumem.gate_parser import MAX_RAW, ParseError
-from grumem.gates import response_content
+from grumem.jsonl import RecordError, write_jsonl
 from grumem.judge_parser import parse_judge_response
 from grumem.llm.grammar import grammar_fields
+from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 from grumem.paths import TEMPLATES_DIR
 from grumem.progress import Progress
-from grumem.prompt import Budget, BudgetError, TemplateError, check_budget, fill, load_template
-from grumem.records import RecordError, check_writable, read_jsonl, write_jsonl
+from grumem.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
+from grumem.template import Budget, BudgetError, TemplateError, check_budget, fill, load_template
 from grumem.tokens import count_tokens
 
 DEFAULT_TEMPLATE = TEMPLATES_DIR / "judge.txt"
@@ -77,7 +78,7 @@ def load_judge_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
 
 
 def judge_prompt(template: str, question: str, chunk_text: str) -> str:
-    """The judge's user message, slots filled in one pass (grumem.prompt.fill): a question
+    """The judge's user message, slots filled in one pass (grumem.template.fill): a question
     holding `{chunk}` or a chunk holding `{prompt}` stays literal."""
     return fill(template, {"prompt": question, "chunk": chunk_text})
 
@@ -251,9 +252,12 @@ async def judge_pair(
     if not ex.ok:
         return "unjudged", _unjudged(pair, "request_failed", sha, detail=ex.failure())
     progress.answers += 1
+    # the recording check of gates and export: the answer (fresh or from the cache)
+    # must match its sha256, and its content comes from the raw bytes
+    raw = check_response(client.cache.path(sha), None, ex.response)
     try:
-        content, finish = response_content(ex.response["body"])
-    except (ValueError, KeyError, IndexError, TypeError) as e:
+        content, finish = chat_content(raw)
+    except NOT_A_CHAT_COMPLETION as e:
         error = {
             "tag": "response",
             "reason": f"not a chat completion: {e}",
@@ -340,59 +344,37 @@ def run(
 ) -> dict[str, int]:
     """Judge every (query, chunk) of the chunk files; write labels and the side file atomically."""
     s = JudgeSettings.from_settings(settings)
-    # an unwritable output place is found before any request is paid for
-    for path in (out_path, unjudged_path):
-        check_writable(Path(path).parent)
-    if s.mode == "live":
-        check_writable(s.llm["cache_dir"])
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
     n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
-    with ExitStack() as stack:
-        streams: list[IO[str]] = [sys.stderr]
-        if log_path:
-            streams.append(stack.enter_context(open(log_path, "a", encoding="utf-8")))
-        progress = Progress(n_chunks * len(queries), label, streams, "pairs", "unlabelled")
-        base_url = s.base_url
-        if base_url is None and s.mode == "live":
-            from grumem.llm.local_server import LocalServer
+    progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
+    pairs = iter_pairs(chunk_paths, queries)
+    with llm_job(s.llm, s.base_url, [out_path, unjudged_path], progress, log_path) as job:
 
-            server = stack.enter_context(LocalServer(**s.llm["local"]))
-            base_url = server.base_url
-            progress.emit()
-        labels, unjudged, counters = asyncio.run(
-            _judge_with_client(iter_pairs(chunk_paths, queries), s, base_url, template, progress)
-        )
+        async def work(client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            return await judge_all(client, pairs, s, template, progress, client.concurrency)
+
+        (labels, unjudged), counters = job.run(work), progress.counters.snapshot()
     failed = [u for u in unjudged if u["reason"] == "request_failed"]
     if failed:
-        every = "every judge request failed: " if len(failed) == counters["requests"] else ""
         down = (
             " Is the server at labels.judge.base_url (or llm.base_url) up?"
             if any("no response" in u["detail"] for u in failed)
             else ""
         )
         raise GrumemError(
-            f"{every}{len(failed)} of {counters['requests']} judge requests failed after their "
-            f"retries; the first: {failed[0]['detail']}.{down} Nothing written to {out_path}; "
-            "the answers received are cached, so a rerun sends only the failed requests"
+            failed_requests_message(
+                len(failed),
+                counters["requests"],
+                failed[0]["detail"],
+                out_path,
+                requests="judge requests",
+                down=down,
+            )
         )
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")
     return summary(labels, unjudged, counters)
-
-
-async def _judge_with_client(
-    pairs: Iterator[Pair], s: JudgeSettings, base_url: str | None, template: str, progress: Progress
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
-    from grumem.llm.client import LLMClient
-
-    async with AsyncExitStack() as stack:
-        client = LLMClient.from_config(s.llm, base_url=base_url)
-        stack.push_async_callback(client.aclose)
-        labels, unjudged = await judge_all(
-            client, pairs, s, template, progress, workers=client.concurrency
-        )
-        return labels, unjudged, client.counters.snapshot()
 
 
 def summary(
@@ -432,46 +414,20 @@ def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
     return text
 
 
-# ------------------------------------------------------------------ merging shards
-
-
-def merge(
-    label_paths: Sequence[str | os.PathLike[str]],
-    unjudged_paths: Sequence[str | os.PathLike[str]],
-    out_path: str | os.PathLike[str],
-    unjudged_out: str | os.PathLike[str],
-) -> dict[str, int]:
-    """One labels file from the judge's shard outputs, sorted by (query_id, chunk_sha).
-
-    A chunk in two shards was judged in each, the second time from the cache:
-    identical lines are kept once. Two different labels for one pair (two
-    shards sent the request at the same moment, sampling above temperature 0)
-    are an error, never a pick. A pair unjudged in one shard and labelled in
-    another is labelled."""
-    labels: dict[tuple[str, str], tuple[dict[str, Any], str, int]] = {}
-    for path in label_paths:
-        for line, rec in enumerate(read_jsonl(path, "label"), start=1):
-            pair = (rec["query_id"], rec["chunk_sha"])
-            if pair in labels and labels[pair][0] != rec:
-                first, first_path, first_line = labels[pair]
-                raise RecordError(
-                    path,
-                    line,
-                    "evidence",
-                    f"query {pair[0]!r}, chunk {pair[1][:12]}…: {first_path} line {first_line} "
-                    f"says evidence={first['evidence']} ({first['annotator']}), this line "
-                    f"evidence={rec['evidence']} ({rec['annotator']}); rerun the judge of one "
-                    "shard so that both read the cached answer",
-                )
-            labels.setdefault(pair, (rec, str(path), line))
-    unjudged: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in unjudged_paths:
-        for rec in read_jsonl(path, "unjudged"):
-            pair = (rec["query_id"], rec["chunk_sha"])
-            if pair not in labels:
-                unjudged.setdefault(pair, rec)
-    merged = [labels[p][0] for p in sorted(labels)]
-    left = [unjudged[p] for p in sorted(unjudged)]
-    write_jsonl(unjudged_out, left, "unjudged")
-    write_jsonl(out_path, merged, "label")
-    return summary(merged, left)
+def main(args: argparse.Namespace) -> int:
+    """`grumem judge`: a shard's labels; the summary to stderr and to `--log`."""
+    settings = settings_from_args(args)
+    if args.concurrency is not None:
+        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    stats = run(
+        args.chunks,
+        args.queries,
+        args.out,
+        args.unparsed,
+        settings,
+        label=f"judge {args.project}",
+        template_path=args.template or DEFAULT_TEMPLATE,
+    )
+    # stderr goes to --log too (cli.main), progress and this summary alike
+    print(format_summary(stats, args.out, args.unparsed), file=sys.stderr)
+    return 0

@@ -11,8 +11,8 @@ from checkout import FIXTURES_DIR, REPO_ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.chunks import ROLE_LABELS, iter_sessions, read_chunk_file, render_records
-from grumem.prompt import (
+from grumem.chunk_files import ROLE_LABELS, iter_sessions, read_chunk_file, render_records
+from grumem.template import (
     DEFAULT_TEMPLATE,
     NO_PREVIOUS_MEMORY,
     Budget,

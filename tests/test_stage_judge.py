@@ -20,28 +20,28 @@ from checkout import FIXTURES_DIR, REPO_ROOT
 from conftest import start_fake_server
 
 from grumem.calibration import allocate, draw_sample, finalize, write_sample
-from grumem.chunks import read_chunk_file
+from grumem.chunk_files import read_chunk_file
 from grumem.config import load_queries
 from grumem.errors import GrumemError
-from grumem.judge import (
+from grumem.jsonl import RecordError, read_jsonl, sha256_bytes, sha256_text
+from grumem.judge_parser import parse_judge_response
+from grumem.labels import load_labels
+from grumem.llm.cache import ResponseCache
+from grumem.llm.client import ReplayMiss
+from grumem.llm.grammar import JUDGE_GRAMMAR, GrammarUnsupported, gbnf
+from grumem.recording import stored_body
+from grumem.stages.judge import (
     JudgeSettings,
     distinct_chunks,
     format_summary,
     judge_prompt,
     load_judge_template,
-    merge,
     run,
     settings_from_args,
     think_chars,
 )
-from grumem.judge_parser import parse_judge_response
-from grumem.kappa import run_kappa
-from grumem.labels import load_labels
-from grumem.llm.cache import ResponseCache
-from grumem.llm.client import ReplayMiss
-from grumem.llm.grammar import JUDGE_GRAMMAR, GrammarUnsupported, gbnf
-from grumem.prompt import TemplateError
-from grumem.records import RecordError, read_jsonl, sha256_text
+from grumem.stages.kappa import run_kappa
+from grumem.template import TemplateError
 
 DEMO = FIXTURES_DIR / "demo"
 QUERIES = DEMO / "queries.yaml"
@@ -395,7 +395,7 @@ def test_cli_shards_merge_to_the_whole_projects_labels(judged, tmp_path):
         assert "pairs labelled" in p.stderr and "from cache" in p.stderr
         assert "parse rate 1.00" in (tmp_path / f"{shard}.log").read_text()
     p = grumem(
-        "judge-merge",
+        "labels",
         "--labels",
         str(tmp_path / "s000.jsonl"),
         str(tmp_path / "s001.jsonl"),
@@ -411,43 +411,6 @@ def test_cli_shards_merge_to_the_whole_projects_labels(judged, tmp_path):
     assert "judge: 72/72 pairs labelled" in p.stderr
     assert (tmp_path / "labels.jsonl").read_bytes() == (work / "labels.jsonl").read_bytes()
     assert (tmp_path / "unparsed.jsonl").read_bytes() == b""
-
-
-def test_merge_refuses_two_different_labels_for_a_pair(tmp_path):
-    sha = "a" * 64
-    for name, evidence in (("a", True), ("b", False)):
-        line = {"query_id": "q", "chunk_sha": sha, "evidence": evidence, "annotator": "m"}
-        (tmp_path / f"{name}.jsonl").write_text(json.dumps(line) + "\n")
-    (tmp_path / "u.jsonl").write_text("")
-    with pytest.raises(RecordError, match=r"b\.jsonl:1: field 'evidence' .*says evidence=True"):
-        merge(
-            [tmp_path / "a.jsonl", tmp_path / "b.jsonl"],
-            [tmp_path / "u.jsonl"],
-            tmp_path / "out.jsonl",
-            tmp_path / "uo.jsonl",
-        )
-    assert not (tmp_path / "out.jsonl").exists()
-
-
-def test_merge_drops_an_unjudged_pair_another_shard_labelled(tmp_path):
-    sha = "b" * 64
-    label = {"query_id": "q", "chunk_sha": sha, "evidence": True, "annotator": "m"}
-    failed = {
-        "query_id": "q",
-        "chunk_sha": sha,
-        "reason": "request_failed",
-        "request_sha256": "c" * 64,
-        "parse_error": None,
-        "detail": "status 500",
-    }
-    other = {**failed, "chunk_sha": "d" * 64}
-    (tmp_path / "l.jsonl").write_text(json.dumps(label) + "\n")
-    (tmp_path / "u.jsonl").write_text(json.dumps(other) + "\n" + json.dumps(failed) + "\n")
-    stats = merge(
-        [tmp_path / "l.jsonl"], [tmp_path / "u.jsonl"], tmp_path / "o.jsonl", tmp_path / "uo.jsonl"
-    )
-    assert (stats["labelled"], stats["request_failed"]) == (1, 1)
-    assert [u["chunk_sha"] for u in read_jsonl(tmp_path / "uo.jsonl", "unjudged")] == ["d" * 64]
 
 
 # --- the calibration sample ------------------------------------------------------------------
@@ -616,3 +579,54 @@ def test_embedded_model_judges_with_the_grammar(tmp_path):
     run([chunks], QUERIES, tmp_path / "again.jsonl", tmp_path / "u2.jsonl", replay)
     assert (tmp_path / "again.jsonl").read_bytes() == out.read_bytes()
     assert (tmp_path / "u2.jsonl").read_bytes() == side.read_bytes()
+
+
+# --- the recording check shared with gates and export --------------------------------------
+
+
+def _cache_with_one_answer_replaced(judged, tmp_path, replace) -> tuple[Path, dict[str, Any]]:
+    """A copy of the judged cache with one answer rewritten by `replace`."""
+    cache = tmp_path / "cache"
+    shutil.copytree(judged["work"] / "cache", cache)
+    path = sorted(cache.glob("*/*.json"))[0]
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    entry["attempts"][-1] = replace(entry["attempts"][-1])
+    path.write_text(json.dumps(entry), encoding="utf-8")
+    return cache, entry
+
+
+def test_an_answer_that_is_not_utf8_is_no_label(judged, tmp_path):
+    """recording.py: the judge reads an answer from its raw bytes, as gates and the export
+    do. Before, it parsed the U+FFFD text of a body that is not UTF-8 and labelled it."""
+
+    def not_utf8(attempt):
+        text = attempt["body"].replace("<think>", "<think>\udcff", 1)
+        raw = text.encode("utf-8", errors="surrogateescape")
+        return {**attempt, **stored_body(raw), "sha256": sha256_bytes(raw)}
+
+    cache, entry = _cache_with_one_answer_replaced(judged, tmp_path, not_utf8)
+    assert "\ufffd" in entry["attempts"][-1]["body"] and "body_b64" in entry["attempts"][-1]
+    # the U+FFFD text alone is still a well-formed judge answer
+    content = json.loads(entry["attempts"][-1]["body"])["choices"][0]["message"]["content"]
+    assert parse_judge_response(content).evidence in (True, False)
+    settings = make_settings(None, cache, mode="replay")
+    out, side = tmp_path / "l.jsonl", tmp_path / "u.jsonl"
+    stats = run([judged["chunks"]], QUERIES, out, side, settings)
+    assert (stats["labelled"], stats["unparsed"]) == (71, 1)
+    [u] = list(read_jsonl(side, "unjudged"))
+    assert u["request_sha256"] == entry["request_sha256"]
+    assert u["parse_error"]["tag"] == "response"
+    assert u["parse_error"]["reason"].startswith("not a chat completion")
+
+
+def test_an_answer_that_differs_from_its_sha_fails_the_judge(judged, tmp_path):
+    def edited(attempt):
+        return {**attempt, "body": attempt["body"].replace("<think>", "<think> ", 1)}
+
+    cache, entry = _cache_with_one_answer_replaced(judged, tmp_path, edited)
+    settings = make_settings(None, cache, mode="replay")
+    out, side = tmp_path / "l.jsonl", tmp_path / "u.jsonl"
+    with pytest.raises(RecordError, match="response.sha256") as e:
+        run([judged["chunks"]], QUERIES, out, side, settings)
+    assert entry["request_sha256"] in str(e.value)
+    assert not out.exists() and not side.exists()

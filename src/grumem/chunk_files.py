@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grumem.records import RecordError, open_input, read_jsonl, sha256_text
+from grumem.jsonl import RecordError, open_input, read_jsonl, sha256_text
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""The corpus plots (grumem.report) and the Snakemake report that shows them.
+"""The corpus plots (grumem.stages.report) and the Snakemake report that shows them.
 
 Fast: the SVG bars of a small synthetic log and corpus equal counts made by
 hand. Slow: the demo project through the real `snakemake` command against the
@@ -27,8 +27,8 @@ import pytest
 from workflow_helpers import REPO, read_lines, snakemake, write_config
 
 from grumem.cli import main
-from grumem.records import dumps, sha256_text
-from grumem.report import (
+from grumem.jsonl import dumps, sha256_text
+from grumem.stages.report import (
     LATENCY_EDGES,
     PLOTS,
     latency_bin,
@@ -260,7 +260,7 @@ def test_latency_bins_are_half_open() -> None:
 
 
 def test_empty_series_says_no_data(tmp_path: Path) -> None:
-    from grumem.report import LogTally, latency_chart
+    from grumem.stages.report import LogTally, latency_chart
 
     text = render_svg(latency_chart(LogTally()))
     assert bars(text) == {}
@@ -467,7 +467,7 @@ async def show_plots_in_report(
 
 
 def hand_counts(log: list[dict], corpus: list[dict]) -> dict[str, Counter]:
-    """The plotted numbers, counted here without grumem.report."""
+    """The plotted numbers, counted here without grumem.stages.report."""
     c: dict[str, Counter] = {k: Counter() for k in ("pos", "neg", "evidence", "answered", "parsed")}
     for traj in corpus:
         c["evidence"][traj["t_last_evidence"] or "none"] += 1
@@ -489,8 +489,8 @@ def test_report_renders_the_corpus_plots_in_chromium(tmp_path: Path, fake_server
     work.mkdir()
     write_config(work, server.base_url)
     targets = [f"results/demo/report/{name}" for name in PLOTS]
-    snakemake(work, "export", *targets)
-    snakemake(work, "--report", "report.html", "export", *targets)
+    snakemake(work, "all", *targets)
+    snakemake(work, "--report", "report.html", "all", *targets)
     report = work / "report.html"
     assert report.stat().st_size > 0
 

@@ -1,4 +1,4 @@
-"""grumem.chunker: lossless splitting, every chunk within budget, greedy packing, determinism."""
+"""grumem.packing: lossless splitting, every chunk within budget, greedy packing, determinism."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.chunker import (
+from grumem.chunk_files import render_record, render_records
+from grumem.jsonl import validate
+from grumem.packing import (
     ChunkBudgetError,
     _pack_exact,
     chunk_session,
@@ -14,8 +16,6 @@ from grumem.chunker import (
     split_record,
     split_text,
 )
-from grumem.chunks import render_record, render_records
-from grumem.records import validate
 from grumem.tokens import count_tokens
 
 ROLES = ("user", "assistant", "tool_result", "system")

@@ -8,12 +8,14 @@ failure of the model that r_format counts).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from grumem.records import RecordError, read_jsonl
+from grumem.jsonl import RecordError, read_jsonl
 
 _GATE_FIELDS = (
     "content",
@@ -125,3 +127,20 @@ def join(
 ) -> Iterator[dict[str, Any]]:
     for prompts, responses, gates in shards:
         yield from join_shard(prompts, responses, gates, level, model)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem log`: the shards' prompts, responses and gates joined, one line per turn."""
+    from grumem.config import settings_from_args
+    from grumem.errors import GrumemError
+    from grumem.jsonl import write_jsonl
+
+    s = settings_from_args(args)
+    if not len(args.prompts) == len(args.responses) == len(args.gates):
+        raise GrumemError(
+            "grumem log: --prompts, --responses and --gates need one file per shard each"
+        )
+    shards = list(zip(args.prompts, args.responses, args.gates, strict=True))
+    n = write_jsonl(args.out, join(shards, s["loop"]["level"], s["llm"]["model"]), "log")
+    print(f"log: {n} turns written to {args.out}", file=sys.stderr)
+    return 0

@@ -9,22 +9,22 @@ the requests in flight across the shard.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
-from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from itertools import groupby
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from grumem.errors import GrumemError
-from grumem.gates import interpret, memory_after
+from grumem.jsonl import read_jsonl, write_jsonl
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
+from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
+from grumem.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.progress import Progress
-from grumem.prompt import Budget, BudgetError, check_budget, memory_text
-from grumem.records import check_writable, read_jsonl, write_jsonl
+from grumem.template import Budget, BudgetError, check_budget, memory_text
 from grumem.tokens import count_tokens
 
 
@@ -64,7 +64,7 @@ async def run_trajectory(
     memory: str | None = None
     for turn in turns:
         base = {"trajectory_id": turn["trajectory_id"], "t": turn["t"]}
-        user = turn["prefix"] + memory_text(memory) + turn["suffix"]
+        user = user_message(turn, memory)
         try:
             check_budget(s.budget, _turn_tokens(turn, memory, user), s.llm["max_tokens"])
         except BudgetError as e:
@@ -83,9 +83,7 @@ async def run_trajectory(
         messages = [] if turn["system"] is None else [{"role": "system", "content": turn["system"]}]
         messages.append({"role": "user", "content": user})
         for ask in range(s.parse_retries + 1):
-            # a re-ask must be a distinct request, or the cache would answer it
-            # with the same failure: advance the seed past every sample's
-            seed = ask * s.samples + turn["sample"]
+            seed = ask_seed(ask, s.samples, turn["sample"])
             body = build_body(s.model, messages, sampling_params(s.llm, seed), s.grammar)
             ex = await client.complete(
                 body, label=f"{turn['trajectory_id']} t={turn['t']} ask={ask}"
@@ -126,7 +124,7 @@ async def run_trajectory(
                 break
         progress.done += 1
         memory = memory_after(memory, gate)
-        if s.level == "L2" and gate["parsed"] and gate["exit_gate"]:
+        if stops(s.level, gate):
             break
     return out
 
@@ -157,12 +155,6 @@ async def run_shard(
     return [rec for traj in results for rec in traj]
 
 
-def open_client(llm: dict[str, Any], base_url: str | None) -> Any:
-    from grumem.llm.client import LLMClient
-
-    return LLMClient.from_config(llm, base_url=base_url)
-
-
 def run(
     prompts_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
@@ -173,24 +165,10 @@ def run(
     """Run the loop over a prompts file and write its responses file atomically."""
     s = LoopSettings.from_settings(settings)
     prompts = list(read_jsonl(prompts_path, "prompt"))
-    # a read-only or missing output place is found before any request is paid for
-    check_writable(Path(out_path).parent)
-    if s.llm["mode"] == "live":
-        check_writable(s.llm["cache_dir"])
-    with ExitStack() as stack:
-        streams: list[IO[str]] = [sys.stderr]
-        if log_path:
-            streams.append(stack.enter_context(open(log_path, "a", encoding="utf-8")))
-        progress = Progress(len(prompts), label or str(prompts_path), streams)
-        base_url = s.llm["base_url"]
-        if base_url is None and s.llm["mode"] == "live":
-            from grumem.llm.local_server import LocalServer
-
-            server = stack.enter_context(LocalServer(**s.llm["local"]))
-            base_url = server.base_url
-            progress.emit()
-        records = asyncio.run(_run_with_client(prompts, s, base_url, progress))
-    failure = failed_requests_message(records, out_path)
+    progress = Progress(len(prompts), label or str(prompts_path))
+    with llm_job(s.llm, s.llm["base_url"], [out_path], progress, log_path) as job:
+        records = job.run(lambda client: run_shard(client, prompts, s, progress))
+    failure = failed_requests(records, out_path)
     if failure is not None:
         raise GrumemError(failure)
     write_jsonl(out_path, records, "response")
@@ -202,13 +180,8 @@ def run(
     }
 
 
-def failed_requests_message(records: list[dict], out_path: object) -> str | None:
-    """None when every request was answered; else one line saying how many failed
-    after their retries, why, and what to do.
-
-    A failed request is no result: the job writes nothing, so Snakemake
-    reruns it, and the answers already received are in the cache, so the
-    rerun sends only the requests that failed."""
+def failed_requests(records: list[dict], out_path: object) -> str | None:
+    """None when every request was answered; else what failed, and what to do."""
     failed = [r for r in records if r["kind"] == "abort" and r["reason"] == "request_failed"]
     if not failed:
         return None
@@ -221,19 +194,22 @@ def failed_requests_message(records: list[dict], out_path: object) -> str | None
             kind = last["error"].split(":")[0] if status is None else f"HTTP {status}"
             kinds[kind] = kinds.get(kind, 0) + 1
     counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    every = "every request failed: " if len(failed) == sent else ""
     down = " Is the server at llm.base_url up?" if "connection error" in kinds else ""
-    return (
-        f"{every}{len(failed)} of {sent} requests failed after their retries ({counts}); "
-        f"the first: {failed[0]['detail']}.{down} Nothing written to {out_path}; the answers "
-        "received are cached, so a rerun sends only the failed requests"
+    return failed_requests_message(
+        len(failed), sent, failed[0]["detail"], out_path, kinds=counts, down=down
     )
 
 
-async def _run_with_client(
-    prompts: list[dict], s: LoopSettings, base_url: str | None, progress: Progress
-) -> list[dict]:
-    async with AsyncExitStack() as stack:
-        client = open_client(s.llm, base_url)
-        stack.push_async_callback(client.aclose)
-        return await run_shard(client, prompts, s, progress)
+def main(args: argparse.Namespace) -> int:
+    """`grumem responses`: the loop over a shard; progress to stderr and `--log`."""
+    from grumem.config import settings_from_args
+
+    settings = settings_from_args(args)
+    if args.concurrency is not None:
+        # Snakemake may scale the job's llm_slots down to the global cap; the
+        # job then keeps exactly that many requests in flight
+        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    # no log_path: the command's stderr, progress included, goes to --log (cli.main)
+    stats = run(args.prompts, args.out, settings, label=args.prompts)
+    print(f"responses: {stats}", file=sys.stderr)
+    return 0

@@ -1,0 +1,58 @@
+"""The export's calibration gate (M5.2): no corpus without a kappa.json that clears
+`export.min_kappa` and was computed for the current labels file."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from grumem.errors import GrumemError
+from grumem.jsonl import RecordError, sha256_file, validate
+
+
+class ExportRefused(GrumemError):
+    """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
+
+
+def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:
+    """The kappa.json the export may rely on, or ExportRefused saying why not."""
+    if not min_kappa >= 0:
+        raise ExportRefused(
+            f"export.min_kappa {min_kappa} is below 0 (chance agreement): the calibration"
+            " check cannot be switched off; set a threshold between 0 and 1"
+        )
+    if not os.path.exists(kappa_path):
+        raise ExportRefused(
+            f"no calibration: {kappa_path} does not exist. The export is refused until the labels"
+            " are calibrated (M5.2): label a sample of (query_id, chunk_sha) pairs a second time,"
+            " set the project's `calibration` file and run rule `kappa`"
+            " (grumem kappa --labels … --calibration … --out kappa.json)"
+        )
+    record = read_kappa(kappa_path)
+    labels_sha = sha256_file(labels_path)
+    if record["labels_sha256"] != labels_sha:
+        raise ExportRefused(
+            f"stale calibration: {kappa_path} was computed for labels with sha256"
+            f" {record['labels_sha256'][:12]}…, but {labels_path} now has {labels_sha[:12]}…;"
+            " rerun rule `kappa` (M5.2) on the current labels"
+        )
+    if record["kappa"] < min_kappa:
+        raise ExportRefused(
+            f"calibration too weak: Cohen's kappa {record['kappa']:.4f} over {record['n']} pairs"
+            f" ({kappa_path}) is below export.min_kappa {min_kappa}: the labels the rewards are"
+            " computed from disagree too much with the independent calibration (M5.2);"
+            " revise the labelling guide or the labels"
+        )
+    return record
+
+
+def read_kappa(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A kappa.json, validated by workflow/schemas/kappa.schema.yaml."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            record = json.load(f)
+        except json.JSONDecodeError as e:
+            raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg}") from None
+    validate(record, "kappa", path)
+    return record

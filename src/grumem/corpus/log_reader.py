@@ -1,0 +1,190 @@
+"""The turn log as the export reads it: validated lines with their numbers, checked
+across fields, grouped into trajectories; each turn's prompt and response taken
+from its sha-checked recording (grumem.recording), never re-assembled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from grumem.jsonl import RecordError, read_jsonl_fast
+from grumem.recording import check_request, recorded_content
+
+# the fields every line of a trajectory repeats
+TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")
+
+
+@dataclass
+class LogReader:
+    """Validated log lines with their line numbers; hashes the bytes as it goes."""
+
+    path: str
+    sha256: Any = field(default_factory=hashlib.sha256)
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for lineno, raw, record in read_jsonl_fast(self.path, "log"):
+            self.sha256.update(raw)
+            yield lineno, record
+
+
+@dataclass
+class LogTrajectory:
+    """The lines of one trajectory: its trainable turns and the abort line, if any."""
+
+    turns: list[tuple[int, dict[str, Any]]]
+    abort: tuple[int, dict[str, Any]] | None
+
+    @property
+    def first(self) -> dict[str, Any]:
+        return (self.turns[0] if self.turns else self.abort)[1]
+
+
+def group_trajectories(
+    path: str, lines: Iterator[tuple[int, dict[str, Any]]]
+) -> Iterator[LogTrajectory]:
+    """Contiguous runs of one trajectory_id, checked: t = 1, 2, … with no gap, the
+    trajectory's fields constant, nothing after an abort, no id seen twice."""
+    seen: set[str] = set()  # ids only: grows with trajectories, not with turns
+    current: LogTrajectory | None = None
+    for lineno, rec in lines:
+        check_line(path, lineno, rec)
+        tid = rec["trajectory_id"]
+        if current is not None and tid != current.first["trajectory_id"]:
+            yield current
+            current = None
+        if current is None:
+            if tid in seen:
+                raise RecordError(
+                    path,
+                    lineno,
+                    "trajectory_id",
+                    f"trajectory {tid!r} appears again after other trajectories:"
+                    " the log must hold each trajectory's lines together",
+                )
+            seen.add(tid)
+            current = LogTrajectory([], None)
+            expected_t = 1
+        else:
+            if current.abort is not None:
+                raise RecordError(
+                    path,
+                    lineno,
+                    "status",
+                    f"trajectory {tid!r} continues after its abort at line {current.abort[0]}",
+                )
+            first = current.first
+            for name in TRAJECTORY_FIELDS:
+                if rec[name] != first[name]:
+                    raise RecordError(
+                        path,
+                        lineno,
+                        name,
+                        f"{rec[name]!r} differs from {first[name]!r} earlier in trajectory {tid!r}",
+                    )
+            expected_t = current.turns[-1][1]["t"] + 1
+        if rec["t"] != expected_t:
+            raise RecordError(
+                path,
+                lineno,
+                "t",
+                f"trajectory {tid!r} expects t={expected_t} here, found {rec['t']}"
+                " (turns must be contiguous and ascending from 1)",
+            )
+        if rec["status"] == "aborted":
+            current.abort = (lineno, rec)
+        else:
+            current.turns.append((lineno, rec))
+    if current is not None:
+        yield current
+
+
+def check_line(path: str, lineno: int, rec: dict[str, Any]) -> None:
+    """Cross-field rules the log schema cannot say."""
+    if rec["status"] == "aborted":
+        if rec["abort"] is None:
+            raise RecordError(path, lineno, "abort", "an aborted turn must say why (abort is null)")
+        return
+    for name in ("request", "response"):
+        if rec[name] is None:
+            raise RecordError(path, lineno, name, f"status is ok but {name} is null")
+    if rec["abort"] is not None:
+        raise RecordError(path, lineno, "abort", "status is ok but abort is set")
+    gates = (rec["update_gate"], rec["exit_gate"])
+    if rec["parsed"] and not all(isinstance(g, bool) for g in gates):
+        raise RecordError(path, lineno, "update_gate", "parsed is true but a gate is null")
+    if not rec["parsed"] and any(g is not None for g in gates):
+        raise RecordError(
+            path,
+            lineno,
+            "update_gate",
+            "parsed is false but a gate is recorded: no gate is ever defaulted",
+        )
+
+
+def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[dict[str, str]]:
+    """The chat messages exactly as sent: the recorded body, verified, never rebuilt."""
+    body = check_request(path, lineno, request)
+    try:
+        messages = json.loads(body)["messages"]
+    except (json.JSONDecodeError, TypeError, KeyError) as e:
+        raise RecordError(
+            path,
+            lineno,
+            "request.body",
+            f"not a chat request body with messages ({type(e).__name__}: {e})",
+        ) from None
+    if not isinstance(messages, list) or not messages:
+        raise RecordError(path, lineno, "request.body", "messages is not a non-empty list")
+    for i, m in enumerate(messages):
+        if (
+            not isinstance(m, dict)
+            or set(m) != {"role", "content"}
+            or not isinstance(m["role"], str)
+            or not isinstance(m["content"], str)
+        ):
+            raise RecordError(
+                path,
+                lineno,
+                f"request.body.messages.{i}",
+                "expected {role, content} with string values",
+            )
+    return messages
+
+
+def response_text(path: str, lineno: int, field: str, ask: dict[str, Any]) -> str | None:
+    """The assistant text of one recorded ask, derived from its sha-checked body; the
+    log's `content` must say the same (it is what the gates were parsed from)."""
+    text = recorded_content(path, lineno, ask["response"])
+    if text != ask["content"]:
+        raise RecordError(
+            path,
+            lineno,
+            field,
+            "differs from the assistant text of the recorded response body: the log was"
+            " edited; the export takes the text from the recording only (restore the log"
+            " or rerun rule `log`)",
+        )
+    return text
+
+
+def earlier_ask(path: str, lineno: int, field: str, ask: dict[str, Any]) -> dict[str, Any]:
+    """An ask before the turn's last, as the corpus keeps it: checked like the last."""
+    check_request(path, lineno, ask["request"])
+    if ask["parsed"]:
+        raise RecordError(
+            path,
+            lineno,
+            f"{field}.parsed",
+            "an earlier ask parsed, yet the turn was asked again: the loop re-asks only"
+            " after a parse failure",
+        )
+    return {
+        "ask": ask["ask"],
+        "request_sha256": ask["request"]["sha256"],
+        "response": response_text(path, lineno, f"{field}.content", ask),
+        "parsed": ask["parsed"],
+        "parse_error": ask["parse_error"],
+    }

@@ -1,0 +1,157 @@
+"""turns.parquet: verl's RL row shape (data_source, prompt as chat messages, ability,
+reward_model, extra_info) and a sink that writes it one row group at a time."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grumem.corpus.log_reader import TRAJECTORY_FIELDS
+
+# A row group is flushed at whichever comes first; prompts are up to ~30k
+# tokens each, so a row count alone would not bound memory. The parquet
+# footer keeps metadata per row group until the file closes, so row groups
+# are not made smaller than this (memory would grow with the turn count).
+ROW_GROUP_ROWS = 4096
+ROW_GROUP_BYTES = 32 << 20
+# Min/max statistics of prompts and responses are kilobytes per row group in
+# the footer and useless for filtering; keep them for the small columns only.
+_NO_STATISTICS = {
+    "prompt.list.element.content",
+    "extra_info.response",
+    "extra_info.chunk_sha",
+    "extra_info.request_sha256",
+}
+
+
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        (
+            "extra_info",
+            pa.struct(
+                [
+                    ("split", pa.string()),
+                    ("index", pa.int64()),
+                    ("trajectory_id", pa.string()),
+                    ("t", pa.int64()),
+                    ("chunk_sha", pa.string()),
+                    ("label", pa.bool_()),
+                    ("response", pa.string()),
+                    ("r_update", pa.int64()),
+                    ("r_exit", pa.float64()),
+                    ("r_exit_reason", pa.string()),
+                    ("r_format", pa.int64()),
+                    ("r_outcome", pa.float64()),
+                    ("t_exit", pa.int64()),
+                    ("t_last_evidence", pa.int64()),
+                    ("parsed", pa.bool_()),
+                    ("update_gate", pa.bool_()),
+                    ("exit_gate", pa.bool_()),
+                    ("attempt", pa.int64()),
+                    ("asks", pa.int64()),
+                    ("request_sha256", pa.string()),
+                    ("response_model", pa.string()),
+                    ("project", pa.string()),
+                    ("query_id", pa.string()),
+                    ("session", pa.string()),
+                    ("sample", pa.int64()),
+                    ("level", pa.string()),
+                    ("model", pa.string()),
+                    ("aborted", pa.bool_()),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+def _statistics_columns() -> list[str]:
+    leaves: list[str] = []
+
+    def walk(prefix: str, t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for f in t:
+                walk(f"{prefix}.{f.name}", f.type)
+        elif pa.types.is_list(t):
+            walk(f"{prefix}.list.element", t.value_type)
+        else:
+            leaves.append(prefix)
+
+    for f in PARQUET_SCHEMA:
+        walk(f.name, f.type)
+    return [c for c in leaves if c not in _NO_STATISTICS]
+
+
+class ParquetSink:
+    """verl rows, buffered and written one row group at a time."""
+
+    def __init__(self, sink: str | IO[bytes]):
+        # no created_by override needed: pyarrow writes its version, not a time,
+        # so equal rows give equal bytes (tests check)
+        self._writer = pq.ParquetWriter(
+            sink, PARQUET_SCHEMA, compression="zstd", write_statistics=_statistics_columns()
+        )
+        self._rows: list[dict[str, Any]] = []
+        self._bytes = 0
+
+    def add(self, row: dict[str, Any], size: int) -> None:
+        self._rows.append(row)
+        self._bytes += size
+        if len(self._rows) >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._rows:
+            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=PARQUET_SCHEMA))
+            self._rows, self._bytes = [], 0
+
+    def close(self) -> None:
+        """Close the file; rows not yet flushed are dropped (the caller flushes on success)."""
+        self._writer.close()
+
+
+def parquet_row(
+    data_source: str, ability: str, traj: dict[str, Any], turn: dict[str, Any], index: int
+) -> dict[str, Any]:
+    """One turn's verl row; `index` (verl's extra_info.index) is its place in the file."""
+    return {
+        "data_source": data_source,
+        "prompt": turn["prompt"],
+        "ability": ability,
+        "reward_model": {"style": "rule", "ground_truth": "yes" if turn["label"] else "no"},
+        "extra_info": {
+            "split": "train",
+            "index": index,
+            "trajectory_id": traj["trajectory_id"],
+            "t": turn["t"],
+            "chunk_sha": turn["chunk_sha"],
+            "label": turn["label"],
+            "response": turn["response"],
+            "r_update": turn["r_update"],
+            "r_exit": traj["r_exit"],
+            "r_exit_reason": traj["r_exit_reason"],
+            "r_format": traj["r_format"],
+            "r_outcome": traj["r_outcome"],
+            "t_exit": traj["t_exit"],
+            "t_last_evidence": traj["t_last_evidence"],
+            "parsed": turn["parsed"],
+            "update_gate": turn["update_gate"],
+            "exit_gate": turn["exit_gate"],
+            "attempt": turn["attempt"],
+            "asks": turn["asks"],
+            "request_sha256": turn["request_sha256"],
+            "response_model": turn["response_model"],
+            **{name: traj[name] for name in TRAJECTORY_FIELDS},
+            "aborted": traj["aborted"] is not None,
+        },
+    }
+
+
+def row_size(turn: dict[str, Any]) -> int:
+    return sum(len(m["content"]) for m in turn["prompt"]) + len(turn["response"] or "")

@@ -1,0 +1,172 @@
+"""Reward assembly (card 004): one trajectory's log lines and labels -> its corpus
+record (rewards from grumem.rewards, r_outcome null), joined by chunk_sha."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fastjsonschema
+
+from grumem.corpus.log_reader import (
+    TRAJECTORY_FIELDS,
+    LogTrajectory,
+    earlier_ask,
+    recorded_messages,
+    response_text,
+)
+from grumem.errors import GrumemError
+from grumem.jsonl import RecordError, fast_validator
+from grumem.labels import Labels
+from grumem.rewards import TurnGates, score_trajectory
+
+MISSING_SHOWN = 5
+
+
+class Missing:
+    """Pairs without a label, counted in full, a few kept to show."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.chunks = 0
+        self.examples: list[str] = []
+
+    def add(self, what: str, where: str, query_id: str, chunk_sha: str) -> None:
+        if what == "turn":
+            self.turns += 1
+        else:
+            self.chunks += 1
+        if len(self.examples) < MISSING_SHOWN:
+            self.examples.append(f"{where} (query {query_id!r}, chunk {chunk_sha[:12]}…)")
+
+    def __bool__(self) -> bool:
+        return bool(self.turns or self.chunks)
+
+
+def check_trajectory(record: dict[str, Any]) -> None:
+    """A corpus line against workflow/schemas/trajectory.schema.yaml (a bug if it fails)."""
+    try:
+        fast_validator("trajectory")(record)
+    except fastjsonschema.JsonSchemaValueException as e:
+        raise GrumemError(
+            f"internal error: trajectory {record.get('trajectory_id')!r} does not"
+            f" match trajectory.schema.yaml: {e.message}"
+        ) from None
+
+
+def trajectory(
+    path: str,
+    traj: LogTrajectory,
+    labels: Labels,
+    sessions: dict[str, list[str]] | None,
+    missing: Missing,
+) -> dict[str, Any] | None:
+    """One trajectory's corpus record: None when it has no turn, or while labels are
+    missing (they are counted in `missing`, to be named all at once)."""
+    first = traj.first
+    tid, query_id = first["trajectory_id"], first["query_id"]
+    turns: list[dict[str, Any]] = []
+    gates: list[TurnGates] = []
+    parsed_asks: list[bool] = []
+    for lineno, rec in traj.turns:
+        messages = recorded_messages(path, lineno, rec["request"])
+        response = response_text(path, lineno, "content", rec)
+        earlier = [
+            earlier_ask(path, lineno, f"earlier_asks.{i}", a)
+            for i, a in enumerate(rec["earlier_asks"])
+        ]
+        label = labels.get(query_id, rec["chunk_sha"])
+        if label is None:
+            missing.add("turn", f"{path}:{lineno} {tid} t={rec['t']}", query_id, rec["chunk_sha"])
+            continue
+        if missing:
+            continue
+        turns.append(
+            {
+                "t": rec["t"],
+                "prompt": messages,
+                "response": response,
+                "r_update": None,  # filled below, once the trajectory is complete
+                "parsed": rec["parsed"],
+                "chunk_sha": rec["chunk_sha"],
+                "label": label,
+                "update_gate": rec["update_gate"],
+                "exit_gate": rec["exit_gate"],
+                "attempt": rec["response"]["attempt"],
+                "asks": rec["asks"],
+                "earlier_asks": earlier,
+                "request_sha256": rec["request"]["sha256"],
+                "response_model": rec.get("response_model"),
+            }
+        )
+        parsed_asks += [a["parsed"] for a in earlier] + [rec["parsed"]]
+        gates.append(
+            TurnGates(rec["t"], rec["parsed"], rec["update_gate"], rec["exit_gate"], label)
+        )
+    evidence = session_evidence(path, traj, labels, sessions, missing)
+    if missing or not turns:
+        return None
+
+    rewards = score_trajectory(gates, evidence, traj.abort is not None, parsed_asks)
+    for turn, r in zip(turns, rewards.r_update, strict=True):
+        turn["r_update"] = r
+    abort = traj.abort[1] if traj.abort else None
+    record = {
+        "trajectory_id": tid,
+        "turns": turns,
+        "r_exit": rewards.r_exit,
+        "r_exit_reason": rewards.r_exit_reason,
+        "r_format": rewards.r_format,
+        "r_outcome": rewards.r_outcome,
+        "t_exit": rewards.t_exit,
+        "t_last_evidence": rewards.t_last_evidence,
+        **{name: first[name] for name in TRAJECTORY_FIELDS},
+        "aborted": None
+        if abort is None
+        else {
+            "t": abort["t"],
+            "reason": abort["abort"]["reason"],
+            "component": abort["abort"]["component"],
+        },
+    }
+    return record
+
+
+def session_evidence(
+    path: str,
+    traj: LogTrajectory,
+    labels: Labels,
+    sessions: dict[str, list[str]] | None,
+    missing: Missing,
+) -> list[tuple[int, bool]] | None:
+    """(t, label) over the whole session when chunk files are given, after checking
+    that the log's turns are those chunks; None means: use the turns' labels."""
+    if sessions is None:
+        return None
+    first = traj.first
+    session, query_id = first["session"], first["query_id"]
+    lineno = (traj.turns[0] if traj.turns else traj.abort)[0]
+    shas = sessions.get(session)
+    if shas is None:
+        raise RecordError(
+            path, lineno, "session", f"session {session!r} is in none of the chunk files given"
+        )
+    for ln, rec in [*traj.turns, *([traj.abort] if traj.abort else [])]:
+        t = rec["t"]
+        if t > len(shas) or shas[t - 1] != rec["chunk_sha"]:
+            raise RecordError(
+                path,
+                ln,
+                "chunk_sha",
+                f"turn t={t} of {first['trajectory_id']!r} is not chunk {t} of"
+                f" session {session!r} in the chunk files: re-chunked since the run?",
+            )
+    visited = {rec["t"] for _, rec in traj.turns}  # their missing labels are counted already
+    evidence: list[tuple[int, bool]] = []
+    for t, sha in enumerate(shas, start=1):
+        label = labels.get(query_id, sha)
+        if label is None:
+            if t not in visited:
+                missing.add("chunk", f"session {session!r} chunk t={t}", query_id, sha)
+            continue
+        evidence.append((t, label))
+    return evidence

@@ -1,0 +1,172 @@
+"""The corpus export (card 004, M5.3): log + labels + kappa.json → verl-ready corpus.
+
+Reads log.jsonl as a stream, one trajectory in memory at a time, and writes
+under the output directory:
+
+- `trajectories.jsonl`: card 004's trajectory shape, one line per trajectory
+  in the log's order, with the exact recorded chat messages as each turn's
+  prompt and `r_outcome: null`;
+- `turns.parquet`: one row per turn in verl's RL dataset shape (`data_source`,
+  `prompt` as chat messages, `ability`, `reward_model`, `extra_info`),
+  written in row groups as the stream goes;
+- `summary.json`: the counts card 004 asks for, also printed.
+
+Prompts are the recorded request bodies, checked against their sha256 and
+never re-assembled: a template change after the run would otherwise train
+the policy on prompts the model never saw. Responses likewise: each turn's
+text is derived from its sha-checked recorded body (grumem.recording), and a
+log whose `content` disagrees with that body is refused. All three files are
+written to temporary names and renamed only when the whole log has been read
+without error; on refusal or error nothing is left in the output directory,
+and nothing is ever written next to the inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from grumem.chunk_files import iter_sessions
+from grumem.corpus.calibration_gate import ExportRefused, check_calibration
+from grumem.corpus.log_reader import LogReader, group_trajectories
+from grumem.corpus.parquet import ParquetSink, parquet_row, row_size
+from grumem.corpus.summary import Summary, format_summary
+from grumem.corpus.trajectory import MISSING_SHOWN, Missing, check_trajectory, trajectory
+from grumem.errors import GrumemError
+from grumem.jsonl import atomic_files, dumps, validate
+from grumem.labels import Labels, MissingLabelsError, load_labels
+
+__all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
+__all__ += ["format_summary", "main"]
+
+TRAJECTORIES = "trajectories.jsonl"
+TURNS = "turns.parquet"
+SUMMARY = "summary.json"
+ABILITY = "memory_gating"
+
+
+@dataclass(frozen=True)
+class ExportInputs:
+    log: str
+    labels: str
+    kappa: str
+    out_dir: str
+    min_kappa: float = 0.6
+    data_source: str = "grumem"
+    ability: str = ABILITY
+    chunks: tuple[str, ...] = ()
+
+
+def export(inputs: ExportInputs) -> dict[str, Any]:
+    """Run the export; return the summary. Raises before renaming anything into place."""
+    for what, p in (("log", inputs.log), ("labels", inputs.labels)):
+        if not os.path.exists(p):
+            raise GrumemError(f"{what} file {p} does not exist")
+    kappa = check_calibration(inputs.kappa, inputs.labels, inputs.min_kappa)
+    labels = load_labels(inputs.labels)
+    sessions = session_chunk_shas(inputs.chunks) if inputs.chunks else None
+
+    reader = LogReader(inputs.log)
+    summary = Summary()
+    # summary.json first: it is renamed last, so its presence means the corpus is complete
+    files = ((SUMMARY, "w"), (TRAJECTORIES, "w"), (TURNS, "wb"))
+    with atomic_files(inputs.out_dir, files) as out:
+        sink = ParquetSink(out[TURNS])
+        try:
+            _export_stream(inputs, reader, labels, sessions, summary, sink, out[TRAJECTORIES])
+            sink.flush()
+        finally:
+            sink.close()
+        if summary.turns == 0:
+            raise GrumemError(
+                f"{inputs.log}: no trainable turns to export"
+                f" ({summary.trajectories_in_log} trajectories, all aborted"
+                " before their first answer)"
+            )
+        result = summary.as_dict(
+            {
+                "data_source": inputs.data_source,
+                "ability": inputs.ability,
+                "log": inputs.log,
+                "log_sha256": reader.sha256.hexdigest(),
+                "labels": inputs.labels,
+                "labels_sha256": kappa["labels_sha256"],
+                "kappa": kappa["kappa"],
+                "kappa_n": kappa["n"],
+                "min_kappa": inputs.min_kappa,
+                "t_last_evidence_over": "session chunks"
+                if sessions is not None
+                else "recorded turns",
+            }
+        )
+        validate(result, "summary", Path(inputs.out_dir) / SUMMARY)
+        out[SUMMARY].write(json.dumps(result, ensure_ascii=False, indent=2))
+        out[SUMMARY].write("\n")
+    return result
+
+
+def _export_stream(
+    inputs: ExportInputs,
+    reader: LogReader,
+    labels: Labels,
+    sessions: dict[str, list[str]] | None,
+    summary: Summary,
+    sink: ParquetSink,
+    out: IO[str],
+) -> None:
+    missing = Missing()
+    for traj in group_trajectories(inputs.log, iter(reader)):
+        summary.trajectories_in_log += 1
+        record = trajectory(inputs.log, traj, labels, sessions, missing)
+        if traj.abort is not None:
+            summary.aborted[traj.abort[1]["abort"]["reason"]] += 1
+            if record is None and not traj.turns:
+                summary.aborted_without_turns += 1
+        if record is None or missing:
+            continue  # keep reading to count every missing label, write nothing more
+        check_trajectory(record)
+        out.write(dumps(record))
+        out.write("\n")
+        first_index = summary.turns  # verl's extra_info.index: the row's place in the file
+        summary.add(record)
+        for i, turn in enumerate(record["turns"]):
+            row = parquet_row(inputs.data_source, inputs.ability, record, turn, first_index + i)
+            sink.add(row, row_size(turn))
+    if missing:
+        count = missing.turns + missing.chunks
+        raise MissingLabelsError(
+            inputs.labels,
+            count,
+            missing.examples,
+            MISSING_SHOWN,
+            what=f"{missing.turns} turn(s)"
+            + (f" and {missing.chunks} unvisited session chunk(s)" if missing.chunks else ""),
+        )
+
+
+def session_chunk_shas(paths: Sequence[str]) -> dict[str, list[str]]:
+    """chunk_sha per t (index t-1) of every session in the chunk files."""
+    return {session: [c.sha for c in chunks] for session, chunks in iter_sessions(paths)}
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem export`: the corpus; its summary to stderr (the job's log)."""
+    summary = export(
+        ExportInputs(
+            log=args.turn_log,
+            labels=args.labels,
+            kappa=args.kappa,
+            out_dir=args.out_dir,
+            min_kappa=args.min_kappa,
+            data_source=args.data_source,
+            chunks=tuple(args.chunks),
+        )
+    )
+    print(format_summary(summary), file=sys.stderr)
+    return 0

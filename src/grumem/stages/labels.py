@@ -1,0 +1,61 @@
+"""Stage `labels`: one labels file from the judge's shard outputs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from grumem.jsonl import RecordError, read_jsonl, write_jsonl
+from grumem.stages.judge import format_summary, summary
+
+
+def merge(
+    label_paths: Sequence[str | os.PathLike[str]],
+    unjudged_paths: Sequence[str | os.PathLike[str]],
+    out_path: str | os.PathLike[str],
+    unjudged_out: str | os.PathLike[str],
+) -> dict[str, int]:
+    """One labels file from the judge's shard outputs, sorted by (query_id, chunk_sha).
+
+    A chunk in two shards was judged in each, the second time from the cache:
+    identical lines are kept once. Two different labels for one pair (two
+    shards sent the request at the same moment, sampling above temperature 0)
+    are an error, never a pick. A pair unjudged in one shard and labelled in
+    another is labelled."""
+    labels: dict[tuple[str, str], tuple[dict[str, Any], str, int]] = {}
+    for path in label_paths:
+        for line, rec in enumerate(read_jsonl(path, "label"), start=1):
+            pair = (rec["query_id"], rec["chunk_sha"])
+            if pair in labels and labels[pair][0] != rec:
+                first, first_path, first_line = labels[pair]
+                raise RecordError(
+                    path,
+                    line,
+                    "evidence",
+                    f"query {pair[0]!r}, chunk {pair[1][:12]}…: {first_path} line {first_line} "
+                    f"says evidence={first['evidence']} ({first['annotator']}), this line "
+                    f"evidence={rec['evidence']} ({rec['annotator']}); rerun the judge of one "
+                    "shard so that both read the cached answer",
+                )
+            labels.setdefault(pair, (rec, str(path), line))
+    unjudged: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in unjudged_paths:
+        for rec in read_jsonl(path, "unjudged"):
+            pair = (rec["query_id"], rec["chunk_sha"])
+            if pair not in labels:
+                unjudged.setdefault(pair, rec)
+    merged = [labels[p][0] for p in sorted(labels)]
+    left = [unjudged[p] for p in sorted(unjudged)]
+    write_jsonl(unjudged_out, left, "unjudged")
+    write_jsonl(out_path, merged, "label")
+    return summary(merged, left)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`grumem labels`: the judge's shard outputs merged into labels.jsonl."""
+    stats = merge(args.labels, args.unparsed, args.out, args.unparsed_out)
+    print(format_summary(stats, args.out, args.unparsed_out), file=sys.stderr)
+    return 0
