@@ -153,7 +153,7 @@ def test_loads_by_path_as_verl_does() -> None:
 
 
 def export_fixture(tmp_path, l2: bool) -> list[dict]:
-    """turns.parquet rows of the export fixture; with `l2`, as in test_export's
+    """turns.parquet rows of the export fixture; with `l2`, as in test_stage_export's
     whole-session test: demo/q1/s-beta/1 an L2 run that stopped after its `end`
     at t=2, and t_last_evidence over the session chunks (5)."""
     import shutil
