@@ -9,7 +9,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.grumem-installed
 CORES ?= 2
 
-.PHONY: run test lint bench dag clean-results
+VERL_VENV ?= .venv-verl
+VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
+
+.PHONY: run test lint bench dag clean-results venv venv-verl
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +28,24 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP)
 
+# verl in a venv of its own (torch, ray, transformers: ~6 GB, ~8 min the first
+# time, pip's cache makes it fast after), with grumem installed editable so
+# verl can load grumem/verl_reward.py by path. tests/test_verl.py runs in it.
+$(VERL_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl]"
+	touch $(VERL_STAMP)
+
+venv-verl: $(VERL_STAMP)
+
 # Main job: the bundled demo project through the whole workflow to the verl
 # corpus, against the embedded llama.cpp server (no GPU, no network).
 run: $(STAMP)
 	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES) all
 
 # Every test, then lint and format checks.
-test: $(STAMP)
+test: $(STAMP) $(VERL_STAMP)
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory lint
 

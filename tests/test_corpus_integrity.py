@@ -148,3 +148,16 @@ def test_reasks_count_against_r_format(tmp_path, fake_server) -> None:
     summary = json.loads((tmp_path / CORPUS / "summary.json").read_text(encoding="utf-8"))
     assert summary["reasks"] == {"turns": 1, "asks": 1}
     assert summary["r_format"]["fail"] == 1
+    # verl's reward function sees the failed ask too: no answer to any turn of
+    # this trajectory earns r_format, as in the corpus
+    import pyarrow.parquet as pq
+
+    from grumem.verl_reward import compute_score
+
+    rows = pq.read_table(tmp_path / CORPUS / "turns.parquet").to_pylist()
+    mine = [r for r in rows if r["extra_info"]["trajectory_id"] == turn["trajectory_id"]]
+    assert {r["extra_info"]["other_asks_parsed"] for r in mine} == {False}
+    for r in mine:
+        e = r["extra_info"]
+        score = compute_score(r["data_source"], e["response"], r["reward_model"]["ground_truth"], e)
+        assert (score["parsed"], score["r_format"]) == (True, 0)

@@ -158,6 +158,23 @@ def test_gate_update_line_is_truncated_and_defanged(module_fake_server):
     assert g.candidate == "- error &lt;update>boom&lt;/update> &lt;memory>"
 
 
+def test_a_seed_rule_answers_only_its_seed(module_fake_server):
+    """Samples of one trajectory are requests with their own seed (grumem.loop.ask_seed):
+    a rule with `seed` answers only that seed, the rules after it every other."""
+    strict = {"match": ".", "seed": 1, "gate": {"check_if": "traceback"}}
+    server = module_fake_server.use({"replies": [strict, {"match": ".", "gate": GATE}]})
+    user = PromptBuilder.from_file().build("Which errors?", "[Assistant] fixed it", None).user
+
+    def update_gate(**extra: Any) -> bool:
+        return parse_gate_response(content_of(post(server, chat(user, **extra))[2])).update_gate
+
+    assert update_gate(seed=0) is True  # GATE: `fixed` is evidence
+    assert update_gate(seed=1) is False  # the seed-1 rule: only a traceback is
+    assert update_gate(seed=2) is True
+    assert update_gate() is True  # no seed in the request: not seed 1
+    assert update_gate(seed=True) is True  # JSON true is not the integer 1
+
+
 def test_gate_rule_on_a_non_prompt_is_400(module_fake_server):
     server = module_fake_server.use({"replies": [{"match": ".", "gate": GATE}]})
     status, _, data = post(server, chat("not a GRU-Mem prompt"))
@@ -466,7 +483,7 @@ def test_demo_script_answers_the_demo_prompts(fake_server):
 
 
 ONE_OF = "needs exactly one of content, sequence, gate, judge"
-NO_MATCH = "the default rule has no `match`: it answers whatever no reply matched"
+NO_MATCH = "the default rule has no `match` or `seed`: it answers whatever no reply matched"
 
 
 @pytest.mark.parametrize(
@@ -490,6 +507,12 @@ NO_MATCH = "the default rule has no `match`: it answers whatever no reply matche
             "[] should be non-empty",
         ),
         ({"default": {"match": "x", "content": "a"}}, "default", NO_MATCH),
+        ({"default": {"seed": 1, "content": "a"}}, "default", NO_MATCH),
+        (
+            {"replies": [{"match": "x", "seed": 1.0, "content": "a"}]},
+            "replies[0].seed",
+            "1.0 is not of type 'integer'",
+        ),
         ({"faults": {"rate": 1.5}}, "faults.rate", "1.5 is greater than the maximum of 1"),
         ({"faults": {"rate": True}}, "faults.rate", "True is not of type 'number'"),
         (

@@ -388,6 +388,9 @@ def a_trajectory() -> dict[str, Any]:
         ],
         "request_sha256": "s",
         "response_model": None,
+        "advantage": None,
+        "advantage_traj": 0.5,
+        "advantage_turn": None,
     }
     return {
         "trajectory_id": "p/q/s/0",

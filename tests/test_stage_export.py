@@ -310,12 +310,50 @@ def test_a8_summary_counts(work: Path) -> None:
         },
         "parsed": {"turns": 23, "unparsed": 1, "rate": 23 / 24},
         "reasks": {"turns": 0, "asks": 0},
+        # 4 groups; q1/s-beta has samples 0 and 1 (7 turns each), the others one
+        # sample (4 + 4 + 2 turns); in q1/s-beta both samples have the same
+        # r_update at t = 1, 2, 6, 7 and differ at t = 3, 4, 5
+        "advantages": {
+            "alpha": 0.9,
+            "return_weights": {"r_update": 1.0, "r_exit": 1.0, "r_format": 1.0},
+            "groups": 4,
+            "turns_with_advantage": 6,
+            "turns_without_advantage": 18,
+            "null_traj": {"single_sample": 3, "zero_variance": 0},
+            "null_turn": {"single_sample": 10, "zero_variance": 8},
+        },
     }
     assert summary["inputs"]["kappa"] == pytest.approx(40 / 53)
     assert summary["inputs"]["t_last_evidence_over"] == "recorded turns"
 
 
 # ---------------------------------------------------------------- the issue's extras
+
+
+def test_advantages_of_a_real_group(work: Path) -> None:
+    """q1/s-beta, samples 0 and 1: R_0 = 3/7 + 0 (on time) + 0 (a turn unparsed),
+    R_1 = 5/7 - 0.75 (early) + 1; two values normalise to -1 and +1."""
+    export(inputs(work, alpha=0.5))
+    by_id = _by_id(work / "corpus")
+    s0, s1 = by_id[T2], by_id["demo/q1/s-beta/1"]
+    assert [t["advantage_traj"] for t in s0["turns"]] == [pytest.approx(-1, rel=1e-5)] * 7
+    assert [t["advantage_traj"] for t in s1["turns"]] == [pytest.approx(1, rel=1e-5)] * 7
+    # r_update: s0 +1 +1 -1 -1 +1 +1 +1, s1 +1 +1 +1 +1 -1 +1 +1
+    turn = [None, None, -1, -1, 1, None, None]
+    for tr, sign in ((s0, 1), (s1, -1)):
+        got = [t["advantage_turn"] for t in tr["turns"]]
+        assert got == [None if v is None else pytest.approx(sign * v, rel=1e-5) for v in turn]
+        for t in tr["turns"]:
+            want = None if t["advantage_turn"] is None else (
+                0.5 * t["advantage_traj"] + 0.5 * t["advantage_turn"])  # fmt: skip
+            assert t["advantage"] == want
+    # a group of one: null, never 0
+    assert {t["advantage"] for t in by_id["demo/q1/s-alpha/0"]["turns"]} == {None}
+    rows = pq.read_table(work / "corpus" / TURNS).to_pylist()
+    turns = [t for tr in trajectories(work / "corpus") for t in tr["turns"]]
+    for row, t in zip(rows, turns, strict=True):
+        for name in ("advantage", "advantage_traj", "advantage_turn"):
+            assert row["extra_info"][name] == t[name]
 
 
 def test_cli_prints_summary(work: Path) -> None:

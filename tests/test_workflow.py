@@ -383,9 +383,9 @@ def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
 # commit. turns.parquet is pinned by its schema and rows, not its bytes: its footer
 # names the pyarrow version that wrote it, which a fresh venv may upgrade.
 PINNED_DEMO_CORPUS = {
-    "trajectories.jsonl": "1e0aee1dd8c3d37edce2c17bb913946b8abe583f96a27419d5c35558dde5a703",
-    "summary.json": "2dc157a3942f399b641e90355d3a786204c9580c2e11a08de927260509cb461a",
-    "turns.parquet rows": "07562216c1809dc79114d25feced013db83953d32581d9de16e177cd012a442f",
+    "trajectories.jsonl": "5b0cb62734a2ba988b1eeb0cc29aba27017b189b5d377f90a9f0642ed68e2086",
+    "summary.json": "73cd03971803a7e357b7a4efe6e49df0fea631667741eb24f301caf8aead120a",
+    "turns.parquet rows": "3dd760b6f5ff972e89f37ebc1f7ad3fe5e31f572b9bdbdef71d7dd04febfb5c1",
 }
 
 

@@ -143,7 +143,47 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out-dir", required=True, help="writes trajectories.jsonl, turns.parquet, summary.json"
     )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.9,
+        help="advantage = alpha*A_traj + (1-alpha)*A_turn (export.alpha)",
+    )
+    for name in ("r_update", "r_exit", "r_format"):
+        p.add_argument(
+            f"--return-weight-{name.removeprefix('r_')}",
+            dest=f"w_{name}",
+            type=float,
+            default=1.0,
+            help=f"weight of {name} in a trajectory's return (export.return_weights.{name})",
+        )
     p.set_defaults(handler="grumem.stages.export:main")
+
+
+def add_verl_config(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verl-config",
+        help="print the Hydra overrides that train verl on a corpus with grumem's rewards",
+    )
+    p.add_argument("--corpus", required=True, help="an export's directory or its turns.parquet")
+    p.add_argument("--val-corpus", help="validation corpus (default: the training corpus)")
+    p.add_argument(
+        "--max-prompt-length",
+        type=int,
+        help="data.max_prompt_length (default: the corpus budget, 32768 - 2048)",
+    )
+    p.add_argument(
+        "--max-response-length",
+        type=int,
+        help="data.max_response_length (default: the corpus budget's response, 2048)",
+    )
+    for name in ("w_update", "w_exit", "w_format", "format_failure"):
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=float,
+            help=f"compute_score's {name} (default: grumem.verl_reward's)",
+        )
+    p.set_defaults(handler="grumem.tools.verl_config:main")
 
 
 TRANSCRIPT_FORMATS = ("auto", "claude-code", "mini-swe-agent", "swe-agent", "openai", "records")
@@ -266,6 +306,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_parse,
     add_kappa,
     add_export,
+    add_verl_config,
     add_chunk,
     add_serve_local,
     add_judge,

@@ -175,6 +175,9 @@ class Turn(Record):
     earlier_asks: tuple[TurnEarlierAsk, ...]
     request_sha256: str
     response_model: str | None
+    advantage: float | None
+    advantage_traj: float | None
+    advantage_turn: float | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,6 +59,7 @@ from support.replies import (
     judge_reply,
     last_message_text,
     message_text,
+    seed_matches,
 )
 from support.script import Script, ScriptError, load_script, parse_script
 
@@ -119,9 +120,13 @@ class FakeState:
     def count_fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
 
-    def reply(self, text: str, advance: bool) -> str | None:
-        """The scripted content for a last message; None when no rule answers."""
-        rule = next((r for r in self.script.replies if r.match.search(text)), self.script.default)
+    def reply(self, text: str, seed: Any, advance: bool) -> str | None:
+        """The scripted content for a last message and the request's `seed`; None when
+        no rule answers."""
+        rule = next(
+            (r for r in self.script.replies if r.match.search(text) and seed_matches(r, seed)),
+            self.script.default,
+        )
         if rule is None:
             return None
         if rule.content is not None:
@@ -225,7 +230,7 @@ class FakeServer:
         try:
             request_json = json.loads(raw)
             text = last_message_text(request_json)
-            content = st.reply(text, advance=fault not in _LOST_FAULTS)
+            content = st.reply(text, request_json.get("seed"), advance=fault not in _LOST_FAULTS)
         except (ValueError, BadRequest) as e:  # bad JSON, bad shape, gate rule on a non-prompt
             return _json(error_body(str(e), "invalid_request_error"), 400)
         if content is None:

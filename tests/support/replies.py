@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from support.script import Gate, Judge
+from support.script import Gate, Judge, Rule
 
 # the template's memory placeholder at t=1: the fake reads the prompt as a model would
 NO_PREVIOUS_MEMORY = "No previous memory"
@@ -30,6 +30,14 @@ def split_prompt(text: str) -> tuple[str, str] | None:
     """(memory, section) of a GRU-Mem prompt as filled, trimmed as the gate parser trims."""
     m = _PROMPT_RE.search(text)
     return None if m is None else (m.group(1).strip(), m.group(2).strip())
+
+
+def seed_matches(rule: Rule, seed: Any) -> bool:
+    """Whether a rule answers a request with this `seed`: any seed when the rule names
+    none, else exactly its integer (a JSON true or 1.0 is not the seed 1)."""
+    if rule.seed is None:
+        return True
+    return type(seed) is int and seed == rule.seed
 
 
 def gate_reply(text: str, gate: Gate) -> str:

@@ -53,6 +53,7 @@ class Rule:
 
     index: int  # position in `replies`; -1 for `default`
     match: re.Pattern[str] | None
+    seed: int | None = None  # answers only a request with this `seed`; None: any
     content: str | None = None
     sequence: tuple[str, ...] | None = None
     gate: Gate | None = None
@@ -210,17 +211,17 @@ def _regex(value: str | None) -> re.Pattern[str] | None:
 
 
 def _rule(value: Mapping[str, Any], index: int) -> Rule:
-    match = _regex(value.get("match"))
+    match, seed = _regex(value.get("match")), value.get("seed")
     if "content" in value:
-        return Rule(index, match, content=value["content"])
+        return Rule(index, match, seed, content=value["content"])
     if "sequence" in value:
-        return Rule(index, match, sequence=tuple(value["sequence"]))
+        return Rule(index, match, seed, sequence=tuple(value["sequence"]))
     if "gate" in value:
         gate = value["gate"]
         return Rule(
-            index, match, gate=Gate(re.compile(gate["check_if"]), _regex(gate.get("next_if")))
+            index, match, seed, gate=Gate(re.compile(gate["check_if"]), _regex(gate.get("next_if")))
         )
-    return Rule(index, match, judge=Judge(re.compile(value["judge"]["yes_if"])))
+    return Rule(index, match, seed, judge=Judge(re.compile(value["judge"]["yes_if"])))
 
 
 def _faults(value: Mapping[str, Any]) -> Faults:

@@ -3,12 +3,16 @@ reward_model, extra_info) and a sink that writes it one row group at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
+
+# a turn's advantages (paper Eq. 12-13), as in trajectories.jsonl
+ADVANTAGES = ("advantage", "advantage_traj", "advantage_turn")
 
 # A row group is flushed at whichever comes first; prompts are up to ~30k
 # tokens each, so a row count alone would not bound memory. The parquet
@@ -64,6 +68,12 @@ PARQUET_SCHEMA = pa.schema(
                     ("level", pa.string()),
                     ("model", pa.string()),
                     ("aborted", pa.bool_()),
+                    # what grumem.verl_reward.compute_score needs to score a new answer
+                    ("exit_gates", pa.list_(pa.bool_())),
+                    ("other_asks_parsed", pa.bool_()),
+                    ("advantage", pa.float64()),
+                    ("advantage_traj", pa.float64()),
+                    ("advantage_turn", pa.float64()),
                 ]
             ),
         ),
@@ -116,10 +126,36 @@ class ParquetSink:
         self._writer.close()
 
 
+def parquet_rows(
+    data_source: str, ability: str, traj: dict[str, Any], first_index: int
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """A trajectory's verl rows with their sizes; `first_index` is its first row's
+    place in the file."""
+    exit_gates = [turn["exit_gate"] for turn in traj["turns"]]
+    # r_format of a new answer to turn t also needs every other recorded ask
+    failures = sum(
+        not ask["parsed"] for turn in traj["turns"] for ask in (*turn["earlier_asks"], turn)
+    )
+    for i, turn in enumerate(traj["turns"]):
+        others_parsed = failures - (not turn["parsed"]) == 0
+        row = parquet_row(
+            data_source, ability, traj, turn, first_index + i, exit_gates, others_parsed
+        )
+        yield row, row_size(turn)
+
+
 def parquet_row(
-    data_source: str, ability: str, traj: dict[str, Any], turn: dict[str, Any], index: int
+    data_source: str,
+    ability: str,
+    traj: dict[str, Any],
+    turn: dict[str, Any],
+    index: int,
+    exit_gates: list[bool | None],
+    other_asks_parsed: bool,
 ) -> dict[str, Any]:
-    """One turn's verl row; `index` (verl's extra_info.index) is its place in the file."""
+    """One turn's verl row; `index` (verl's extra_info.index) is its place in the file,
+    `exit_gates` the trajectory's recorded exit gates and `other_asks_parsed` whether
+    every ask of the trajectory but this turn's answer parsed."""
     return {
         "data_source": data_source,
         "prompt": turn["prompt"],
@@ -149,6 +185,9 @@ def parquet_row(
             "response_model": turn["response_model"],
             **{name: traj[name] for name in TRAJECTORY_FIELDS},
             "aborted": traj["aborted"] is not None,
+            "exit_gates": exit_gates,
+            "other_asks_parsed": other_asks_parsed,
+            **{name: turn[name] for name in ADVANTAGES},
         },
     }
 

@@ -1,5 +1,6 @@
 """summary.json: the counts card 004 asks for (trajectories, turns, the r_update
-split, the r_format pass rate, the t_last_evidence distribution), and its text."""
+split, the r_format pass rate, the t_last_evidence distribution), the account of
+the advantages, and its text."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class Summary:
     aborted: Counter = field(default_factory=Counter)
     aborted_without_turns: int = 0
     levels: Counter = field(default_factory=Counter)
+    advantages: dict[str, Any] = field(default_factory=dict)  # AdvantageTable.summary
 
     def add(self, traj: dict[str, Any]) -> None:
         self.trajectories += 1
@@ -85,6 +87,7 @@ class Summary:
                 "rate": rate(self.parsed, self.turns),
             },
             "reasks": {"turns": self.reasked_turns, "asks": self.reasks},
+            "advantages": self.advantages,
             "inputs": inputs,
         }
 
@@ -118,6 +121,7 @@ def format_summary(s: dict[str, Any]) -> str:
 
     hist = ", ".join(f"t={t}: {n}" for t, n in s["t_last_evidence"].items()) or "none"
     ab = s["aborted"]
+    adv = s["advantages"]
     return "\n".join(
         [
             f"corpus: {s['trajectories']} trajectories ({s['trajectories_in_log']} in the log),"
@@ -134,6 +138,11 @@ def format_summary(s: dict[str, Any]) -> str:
             f"parse rate: {pct(s['parsed']['rate'])}"
             f" ({s['parsed']['turns']} of {s['turns']} turns parsed;"
             f" {s['reasks']['asks']} re-ask(s) in {s['reasks']['turns']} turn(s))",
+            f"advantages: {adv['turns_with_advantage']} of {s['turns']} turns in"
+            f" {adv['groups']} group(s); null A_traj: "
+            + ", ".join(f"{k} {v}" for k, v in adv["null_traj"].items())
+            + "; null A_turn: "
+            + ", ".join(f"{k} {v}" for k, v in adv["null_turn"].items()),
             *(
                 [L2_NOTE]
                 if s["levels"]["L2"] and s["inputs"]["t_last_evidence_over"] == "recorded turns"

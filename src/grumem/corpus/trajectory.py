@@ -59,21 +59,30 @@ def trajectory(
     labels: Labels,
     sessions: dict[str, list[str]] | None,
     missing: Missing,
+    rewards_only: bool = False,
 ) -> dict[str, Any] | None:
     """One trajectory's corpus record: None when it has no turn, or while labels are
-    missing (they are counted in `missing`, to be named all at once)."""
+    missing (they are counted in `missing`, to be named all at once).
+
+    `rewards_only` (the export's scoring pass) leaves out the prompts, the responses
+    and the earlier asks but their `parsed`, and so skips the recordings' checks:
+    the full pass makes them, and fails before anything is kept."""
     first = traj.first
     tid, query_id = first["trajectory_id"], first["query_id"]
     turns: list[dict[str, Any]] = []
     gates: list[TurnGates] = []
     parsed_asks: list[bool] = []
     for lineno, rec in traj.turns:
-        messages = recorded_messages(path, lineno, rec["request"])
-        response = response_text(path, lineno, "content", rec)
-        earlier = [
-            earlier_ask(path, lineno, f"earlier_asks.{i}", a)
-            for i, a in enumerate(rec["earlier_asks"])
-        ]
+        if rewards_only:
+            messages, response = None, None
+            earlier = [{"parsed": a["parsed"]} for a in rec["earlier_asks"]]
+        else:
+            messages = recorded_messages(path, lineno, rec["request"])
+            response = response_text(path, lineno, "content", rec)
+            earlier = [
+                earlier_ask(path, lineno, f"earlier_asks.{i}", a)
+                for i, a in enumerate(rec["earlier_asks"])
+            ]
         label = labels.get(query_id, rec["chunk_sha"])
         if label is None:
             missing.add("turn", f"{path}:{lineno} {tid} t={rec['t']}", query_id, rec["chunk_sha"])

@@ -7,9 +7,16 @@ under the output directory:
   in the log's order, with the exact recorded chat messages as each turn's
   prompt and `r_outcome: null`;
 - `turns.parquet`: one row per turn in verl's RL dataset shape (`data_source`,
-  `prompt` as chat messages, `ability`, `reward_model`, `extra_info`),
-  written in row groups as the stream goes;
+  `prompt` as chat messages, `ability`, `reward_model`, `extra_info`, with
+  what grumem.verl_reward needs to score a new answer), written in row groups
+  as the stream goes;
 - `summary.json`: the counts card 004 asks for, also printed.
+
+Every turn carries the paper's advantages (grumem.advantages), normalised
+within the samples of one (project, query, session). Those need not be
+adjacent in the log, so the log is read twice: a scoring pass keeps a few
+numbers per trajectory (rewards only, no recording read), then the full pass
+writes the corpus with the advantages filled in.
 
 Prompts are the recorded request bodies, checked against their sha256 and
 never re-assembled: a template change after the run would otherwise train
@@ -32,10 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from grumem.advantages import ALPHA, ReturnWeights, ScoredTrajectory
 from grumem.chunk_files import iter_sessions
+from grumem.corpus.advantage_table import AdvantageTable, scored
 from grumem.corpus.calibration_gate import ExportRefused, check_calibration
 from grumem.corpus.log_reader import LogReader, group_trajectories
-from grumem.corpus.parquet import ParquetSink, parquet_row, row_size
+from grumem.corpus.parquet import ParquetSink, parquet_rows
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing, check_trajectory, trajectory
 from grumem.errors import GrumemError
@@ -61,6 +70,8 @@ class ExportInputs:
     data_source: str = "grumem"
     ability: str = ABILITY
     chunks: tuple[str, ...] = ()
+    alpha: float = ALPHA
+    return_weights: ReturnWeights = ReturnWeights()
 
 
 def export(inputs: ExportInputs) -> dict[str, Any]:
@@ -72,14 +83,17 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     labels = load_labels(inputs.labels)
     sessions = session_chunk_shas(inputs.chunks) if inputs.chunks else None
 
+    table = AdvantageTable(_score(inputs, labels, sessions), inputs.alpha, inputs.return_weights)
     reader = LogReader(inputs.log)
-    summary = Summary()
+    summary = Summary(advantages=table.summary)
     # summary.json first: it is renamed last, so its presence means the corpus is complete
     files = ((SUMMARY, "w"), (TRAJECTORIES, "w"), (TURNS, "wb"))
     with atomic_files(inputs.out_dir, files) as out:
         sink = ParquetSink(out[TURNS])
         try:
-            _export_stream(inputs, reader, labels, sessions, summary, sink, out[TRAJECTORIES])
+            _export_stream(
+                inputs, reader, labels, sessions, summary, sink, out[TRAJECTORIES], table
+            )
             sink.flush()
         finally:
             sink.close()
@@ -111,6 +125,20 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     return result
 
 
+def _score(
+    inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None
+) -> list[tuple[str, ScoredTrajectory]]:
+    """The scoring pass: what the advantages need of every trajectory to export."""
+    out: list[tuple[str, ScoredTrajectory]] = []
+    missing = Missing()
+    for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log))):
+        record = trajectory(inputs.log, traj, labels, sessions, missing, rewards_only=True)
+        if record is not None and not missing:
+            out.append((record["trajectory_id"], scored(record)))
+    _raise_missing(inputs, missing)
+    return out
+
+
 def _export_stream(
     inputs: ExportInputs,
     reader: LogReader,
@@ -119,6 +147,7 @@ def _export_stream(
     summary: Summary,
     sink: ParquetSink,
     out: IO[str],
+    table: AdvantageTable,
 ) -> None:
     missing = Missing()
     for traj in group_trajectories(inputs.log, iter(reader)):
@@ -130,14 +159,18 @@ def _export_stream(
                 summary.aborted_without_turns += 1
         if record is None or missing:
             continue  # keep reading to count every missing label, write nothing more
+        table.fill(record)
         check_trajectory(record)
         out.write(dumps(record))
         out.write("\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
-        for i, turn in enumerate(record["turns"]):
-            row = parquet_row(inputs.data_source, inputs.ability, record, turn, first_index + i)
-            sink.add(row, row_size(turn))
+        for row, size in parquet_rows(inputs.data_source, inputs.ability, record, first_index):
+            sink.add(row, size)
+    _raise_missing(inputs, missing)
+
+
+def _raise_missing(inputs: ExportInputs, missing: Missing) -> None:
     if missing:
         count = missing.turns + missing.chunks
         raise MissingLabelsError(
@@ -166,6 +199,8 @@ def main(args: argparse.Namespace) -> int:
             min_kappa=args.min_kappa,
             data_source=args.data_source,
             chunks=tuple(args.chunks),
+            alpha=args.alpha,
+            return_weights=ReturnWeights(args.w_r_update, args.w_r_exit, args.w_r_format),
         )
     )
     print(format_summary(summary), file=sys.stderr)
