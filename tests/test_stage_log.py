@@ -67,7 +67,7 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def test_one_line_per_turn_with_its_earlier_asks_and_the_memory_chain(tmp_path: Path) -> None:
     shard = [tuple(map(str, recorded_shard(tmp_path)))]
-    lines = list(join(shard, "L1", "m"))
+    lines = [line.to_dict() for line in join(shard, "L1", "m")]
     write_jsonl(tmp_path / "log.jsonl", lines, "log")  # the log schema holds
     assert [(x["t"], x["asks"], x["status"]) for x in lines] == [(1, 2, "ok"), (2, 1, "ok")]
     first, second = lines

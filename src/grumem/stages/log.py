@@ -13,9 +13,9 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from grumem.jsonl import RecordError, read_jsonl
+from grumem.record_types import LogEarlierAsk, LogLine
 
 _GATE_FIELDS = (
     "content",
@@ -36,7 +36,7 @@ def join_shard(
     gates_path: str | os.PathLike[str],
     level: str,
     model: str,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[LogLine]:
     """Log lines of one shard, in the prompts' order; only turns that happened."""
     prompts = list(read_jsonl(prompts_path, "prompt"))
     by_turn: dict[tuple[str, int], list[dict]] = {}
@@ -55,8 +55,12 @@ def join_shard(
         abort = aborts.get(key)
         if not asks and abort is None:
             continue  # not reached: the trajectory ended earlier (L2 exit or an abort)
-        line = {k: p[k] for k in ("trajectory_id", "project", "query_id", "session", "sample")}
-        line.update(
+        common = dict(
+            trajectory_id=p["trajectory_id"],
+            project=p["project"],
+            query_id=p["query_id"],
+            session=p["session"],
+            sample=p["sample"],
             level=level,
             model=json.loads(asks[-1]["request"]["body"])["model"] if asks else model,
             # the model the answer names (provenance); None when no answer was recorded
@@ -72,17 +76,18 @@ def join_shard(
         if asks:
             last = asks[-1]
             gate = _gate(gates, gates_path, key, last["ask"])
-            line.update(
-                earlier_asks=[
-                    {
-                        "ask": a["ask"],
-                        "request": a["request"],
-                        "response": a["response"],
+            line = LogLine(
+                **common,
+                earlier_asks=tuple(
+                    LogEarlierAsk(
+                        ask=a["ask"],
+                        request=a["request"],
+                        response=a["response"],
                         **{k: g[k] for k in _EARLIER_ASK_FIELDS},
-                    }
+                    )
                     for a in asks[:-1]
                     for g in [_gate(gates, gates_path, key, a["ask"])]
-                ],
+                ),
                 memory_before=last["memory_before"],
                 memory_after=gate["memory_after"],
                 request=last["request"],
@@ -91,8 +96,9 @@ def join_shard(
             )
         else:
             before = memory.get(p["trajectory_id"])
-            line.update(
-                earlier_asks=[],
+            line = LogLine(
+                **common,
+                earlier_asks=(),
                 memory_before=before,
                 memory_after=before,
                 request=None,
@@ -106,7 +112,7 @@ def join_shard(
                 think=None,
                 parse_error=None,
             )
-        memory[p["trajectory_id"]] = line["memory_after"]
+        memory[p["trajectory_id"]] = line.memory_after
         yield line
 
 
@@ -122,9 +128,7 @@ def _gate(gates: dict, gates_path: str | os.PathLike[str], key: tuple[str, int],
     return gate
 
 
-def join(
-    shards: Sequence[tuple[str, str, str]], level: str, model: str
-) -> Iterator[dict[str, Any]]:
+def join(shards: Sequence[tuple[str, str, str]], level: str, model: str) -> Iterator[LogLine]:
     for prompts, responses, gates in shards:
         yield from join_shard(prompts, responses, gates, level, model)
 
@@ -141,6 +145,7 @@ def main(args: argparse.Namespace) -> int:
             "grumem log: --prompts, --responses and --gates need one file per shard each"
         )
     shards = list(zip(args.prompts, args.responses, args.gates, strict=True))
-    n = write_jsonl(args.out, join(shards, s["loop"]["level"], s["llm"]["model"]), "log")
+    lines = join(shards, s["loop"]["level"], s["llm"]["model"])
+    n = write_jsonl(args.out, (line.to_dict() for line in lines), "log")
     print(f"log: {n} turns written to {args.out}", file=sys.stderr)
     return 0
