@@ -14,15 +14,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, atomic_writer, dumps, schema
+from grumem.jsonl import RecordError, atomic_writer, compile_fast, dumps, schema
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -100,18 +101,33 @@ def _check_entry(path: Path, sha: str, raw: bytes) -> list[dict[str, Any]]:
 
 
 def _validate_attempt(path: Path, i: int, attempt: Any) -> None:
-    errors = list(_attempt_validator().iter_errors(attempt))
-    if errors:
-        e = errors[0]
-        field = ".".join(["attempts", str(i), *[str(p) for p in e.absolute_path]])
-        raise CacheError(str(RecordError(path, None, field, e.message)))
+    # the compiled check on every entry (a put per answer, a get per request);
+    # jsonschema, the reference, only to name the field of one it rejects
+    try:
+        _fast_attempt_check()(attempt)
+    except fastjsonschema.JsonSchemaValueException as fast:
+        errors = list(_attempt_validator().iter_errors(attempt))
+        e = errors[0] if errors else None
+        where = [str(p) for p in e.absolute_path] if e else fast.path[1:]
+        field = ".".join(["attempts", str(i), *where])
+        message = e.message if e else fast.message
+        raise CacheError(str(RecordError(path, None, field, message))) from None
+
+
+def _attempt_schema() -> dict[str, Any]:
+    """The `attempt` definition of workflow/schemas/response.schema.yaml."""
+    s = schema("response")
+    return {"$schema": s["$schema"], **s["$defs"]["attempt"]}
+
+
+@lru_cache(maxsize=1)
+def _fast_attempt_check() -> Callable[[Any], Any]:
+    return compile_fast(_attempt_schema())
 
 
 @lru_cache(maxsize=1)
 def _attempt_validator() -> jsonschema.protocols.Validator:
-    """The `attempt` definition of workflow/schemas/response.schema.yaml."""
-    s = schema("response")
-    attempt_schema = {"$schema": s["$schema"], **s["$defs"]["attempt"]}
+    attempt_schema = _attempt_schema()
     return jsonschema.validators.validator_for(attempt_schema)(attempt_schema)
 
 

@@ -50,6 +50,7 @@ BACKOFF_FACTOR = 2.0
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 300.0  # a server asking for longer than this is treated as down
 SERVER_ERROR_CHARS = 300  # of a server's error text shown in an attempt's error
+CHAT_PATH = "/chat/completions"
 
 
 class LLMError(GrumemError):
@@ -343,8 +344,12 @@ class LLMClient:
         import httpx2
         import openai
 
-        # a pool as large as the semaphore: every request in flight has a connection
-        http = openai.DefaultAsyncHttpxClient(
+        # The SDK over aiohttp (DefaultAioHttpClient): httpx2's own pool (httpcore2)
+        # scans every pooled connection on each request and each release, O(in
+        # flight) per request: at 1,000 in flight that scan was most of the
+        # client's CPU. aiohttp's connector hands out a free connection in O(1).
+        # One pool, as large as the semaphore: every request in flight has a connection.
+        http = openai.DefaultAioHttpClient(
             limits=httpx2.Limits(
                 max_connections=self.concurrency, max_keepalive_connections=self.concurrency
             ),
@@ -378,7 +383,7 @@ class LLMClient:
         request = {"body": body, "sha256": sha}
         self.counters.requests += 1
         cached = self.cache.get(sha)
-        model, messages, rest = _split_body(body, sha, label)
+        model = _body_model(body, sha, label)
         if cached is not None:
             for attempt in cached:
                 self._refuse_key(attempt["body"] or "", sha, label, attempt["status"], True)
@@ -393,7 +398,7 @@ class LLMClient:
         for n in range(1, self.retries + 2):
             if n > 1:
                 self.counters.retries += 1
-            outcome, latency = await self._attempt(model, messages, rest)
+            outcome, latency = await self._attempt(wire)
             if outcome.sent is not None and outcome.sent != wire:
                 raise WireMismatch(
                     f"request {sha}{_at(label)}: the bytes sent differ from the "
@@ -462,9 +467,7 @@ class LLMClient:
         # "equal jitter": at least half the backoff, so retries never stampede at 0
         return base / 2 + self._rng.uniform(0, base / 2)
 
-    async def _attempt(
-        self, model: str, messages: Any, rest: dict[str, Any]
-    ) -> tuple[_Outcome, float]:
+    async def _attempt(self, wire: bytes) -> tuple[_Outcome, float]:
         """One HTTP attempt and its latency, timed once a slot is free: the wait
         for the semaphore is queueing in this client, not the server's latency."""
         async with self._sem:
@@ -474,23 +477,24 @@ class LLMClient:
             c.in_flight_max = max(c.in_flight_max, c.in_flight)
             start = time.monotonic()
             try:
-                return await self._send(model, messages, rest), time.monotonic() - start
+                return await self._send(wire), time.monotonic() - start
             finally:
                 c.in_flight -= 1
 
-    async def _send(self, model: str, messages: Any, rest: dict[str, Any]) -> _Outcome:
+    async def _send(self, wire: bytes) -> _Outcome:
+        """POST the recorded bytes through the SDK's raw path: no request model to
+        transform and serialise, no response model to build (the body is the record)."""
+        import httpx2
         import openai
 
         assert self._sdk is not None
         try:
             async with asyncio.timeout(self.timeout):
-                raw = await self._sdk.chat.completions.with_raw_response.create(
-                    model=model, messages=messages, extra_body=rest
-                )
-            status = raw.status_code
+                r = await self._sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=wire)
+            status = r.status_code
             # a 2xx/3xx other than 200 is no answer either; say so in the record
-            error = None if status == 200 else self._scrub(server_error_text(status, raw.content))
-            return _Outcome(status, raw.content, error, None, raw.http_request.content)
+            error = None if status == 200 else self._scrub(server_error_text(status, r.content))
+            return _Outcome(status, r.content, error, None, r.request.content)
         except openai.APIStatusError as e:
             r = e.response
             return _Outcome(
@@ -501,6 +505,9 @@ class LLMClient:
                 r.request.content,
             )
         except openai.APITimeoutError as e:
+            lost = _lost_connection(e)
+            if lost is not None:
+                return _Outcome(None, None, self._scrub(lost), sent=e.request.content)
             return _Outcome(
                 None,
                 None,
@@ -510,26 +517,73 @@ class LLMClient:
         except TimeoutError:
             return _Outcome(None, None, f"timeout: no answer within {self.timeout:g} s")
         except openai.APIConnectionError as e:
-            cause = e.__cause__
-            detail = f"{type(cause).__name__}: {cause}" if cause else str(e)
-            return _Outcome(
-                None, None, self._scrub(f"connection error: {detail}"), sent=e.request.content
-            )
+            return _Outcome(None, None, self._scrub(_connection_error(e)), sent=e.request.content)
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._key_forms)
 
 
-def _split_body(body: str, sha: str, label: str) -> tuple[str, Any, dict[str, Any]]:
-    """model, messages and the rest (for extra_body, which keeps its order on the wire)."""
+def _body_model(body: str, sha: str, label: str) -> str:
+    """The body's model, once the body is known to be what the SDK would send.
+
+    The record is the request `chat.completions.create(model, messages,
+    extra_body=rest)` puts on the wire (grumem.llm.request); the client POSTs
+    those bytes as they are, so a body in any other form (spaces, escaped
+    non-ASCII, NaN) is refused here, before it is sent, rather than recorded
+    as something the SDK would never have sent."""
     try:
         data = json.loads(body)
     except json.JSONDecodeError as e:
         raise RequestError(f"request {sha}{_at(label)}: body is not JSON: {e}") from None
     if not isinstance(data, dict) or "model" not in data or "messages" not in data:
         raise RequestError(f"request {sha}{_at(label)}: body needs 'model' and 'messages'")
-    model, messages = data.pop("model"), data.pop("messages")
-    return model, messages, data
+    try:
+        # the SDK's serialisation (openai._utils._json.openapi_dumps)
+        wire_form = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as e:
+        raise WireMismatch(f"request {sha}{_at(label)}: the SDK would not send it: {e}") from None
+    if wire_form != body:
+        raise WireMismatch(
+            f"request {sha}{_at(label)}: the body is not in the SDK's wire form (compact "
+            f"JSON, UTF-8 unescaped): the SDK would send {len(wire_form.encode())} bytes, the "
+            f"record has {len(body.encode())}; build it with grumem.llm.request.build_body"
+        )
+    return data["model"]
+
+
+def _lost_connection(e: BaseException) -> str | None:
+    """The connection error behind an APITimeoutError that was none, else None.
+
+    The SDK's aiohttp transport maps every aiohttp.ClientConnectionError (refused,
+    reset, server disconnected) to httpx2.ConnectTimeout, so the SDK raises
+    APITimeoutError for them: the record must still say `connection error`. A
+    real timeout is a TimeoutError under the wrappers (aiohttp's are)."""
+    cause = _transport_cause(e)
+    if cause is None or isinstance(cause, TimeoutError):
+        return None
+    return f"connection error: {type(cause).__name__}: {cause}"
+
+
+def _connection_error(e: BaseException) -> str:
+    cause = _transport_cause(e) or e.__cause__
+    detail = f"{type(cause).__name__}: {cause}" if cause else str(e)
+    return f"connection error: {detail}"
+
+
+def _transport_cause(e: BaseException) -> BaseException | None:
+    """The first error under the SDK's and httpx2's wrappers (raised `from` it or
+    while handling it): the transport's own, which says what happened; None if none."""
+    import httpx2
+    import openai
+
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if not isinstance(cause, (openai.OpenAIError, httpx2.HTTPError)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _attempt_record(n: int, o: _Outcome, latency: float, why: str | None) -> dict[str, Any]:
