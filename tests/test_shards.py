@@ -113,5 +113,5 @@ def test_a_dry_run_globs_each_project_once_whatever_its_job_count(tmp_path: Path
     counts = dict(line.split() for line in table)
     # 60 transcripts in shards of 5: 60 chunk jobs, 12 shards of prompts
     assert (counts["chunk"], counts["prompts"], counts["gates"]) == ("60", "12", "12")
-    # one glob for the run, not one per job (the old input functions made 300+)
+    # one glob for the run, not one per job (the old input functions made 78)
     assert counted.read_text() == "1"
