@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,8 +81,13 @@ def dry_run(snakefile: Path, work: Path, config: Path) -> dict:
     with open(out_path, "w", encoding="utf-8") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        # wait4: this child's own rusage, not the maximum over every child so far
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            # wait4: this child's own rusage, not the maximum over every child so far
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # interrupted: stop the dry run too
+            proc.kill()
+            proc.wait()
+            raise
         seconds = time.perf_counter() - t0
     text = out_path.read_text(encoding="utf-8", errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
@@ -90,6 +96,8 @@ def dry_run(snakefile: Path, work: Path, config: Path) -> dict:
     return {
         "jobs": int(total.group(1)) if total else None,
         "seconds": seconds,
+        # CPU time: the wall time on a shared machine also counts the others' jobs
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
         "peak_rss_mib": usage.ru_maxrss / 1024,
     }
 
@@ -105,6 +113,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="N = 1,000 and 5,000")
     ap.add_argument("--snakefile", type=Path, default=REPO / "Snakefile")
     args = ap.parse_args()
+    # a SIGTERM unwinds like Ctrl-C, so the temporary directory is removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = QUICK if args.quick else args.sizes
     base = Path(tempfile.mkdtemp(prefix="grumem-bench-dag-"))
     try:
@@ -118,13 +128,15 @@ def main() -> None:
             r = dry_run(args.snakefile.resolve(), work, config)
             shutil.rmtree(work)
             line = (
-                f"{n:>7} transcripts: {r['jobs']} jobs, snakemake -n {r['seconds']:7.1f} s,"
+                f"{n:>7} transcripts: {r['jobs']} jobs, snakemake -n {r['seconds']:7.1f} s"
+                f" ({r['cpu_seconds']:.1f} s CPU),"
                 f" peak RSS {r['peak_rss_mib']:5.0f} MiB (generated in {generated:.1f} s)"
             )
             if previous:
                 line += (
                     f" | x{n / previous['n']:.0f} transcripts:"
-                    f" time x{r['seconds'] / previous['seconds']:.1f},"
+                    f" time x{r['seconds'] / previous['seconds']:.1f}"
+                    f" (CPU x{r['cpu_seconds'] / previous['cpu_seconds']:.1f}),"
                     f" RSS x{r['peak_rss_mib'] / previous['peak_rss_mib']:.2f}"
                 )
             print(line, flush=True)
