@@ -134,7 +134,7 @@ def main() -> None:
             )
             if previous:
                 line += (
-                    f" | x{n / previous['n']:.0f} transcripts:"
+                    f" | x{n / previous['n']:g} transcripts:"
                     f" time x{r['seconds'] / previous['seconds']:.1f}"
                     f" (CPU x{r['cpu_seconds'] / previous['cpu_seconds']:.1f}),"
                     f" RSS x{r['peak_rss_mib'] / previous['peak_rss_mib']:.2f}"
