@@ -59,6 +59,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_rollout.py
 	$(BIN)/python scripts/bench_export.py
+	$(BIN)/python scripts/bench_dag.py
 
 dag: $(STAMP)
 	$(BIN)/snakemake -n all

@@ -1,6 +1,6 @@
+import functools
 import glob
 import json
-import math
 import os
 import shlex
 import sys
@@ -12,8 +12,8 @@ from grumem.config import check_config_files, split_connection, validate_config
 from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
 from grumem.jsonl import RecordError
-from grumem.jsonl import RecordError
-from grumem.units import UNIT_PATTERN, unit_name, unit_names
+from grumem.shards import project_shards
+from grumem.units import UNIT_PATTERN
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -53,42 +53,40 @@ def project_config(project):
     return config["projects"][project]
 
 
-def unit_files(project):
-    """Source files of a project, sorted: chunk files, or transcripts to chunk."""
+# Snakemake calls input functions once per job: a project's files are globbed,
+# sorted and cut into shards once per run (grumem.shards), and every input
+# function below is a lookup, not a scan of the project.
+@functools.cache
+def project_layout(project):
+    """The project's chunks, units and shards (grumem.shards.ProjectShards)."""
     p = project_config(project)
     pattern = p["chunks"] if "chunks" in p else p["transcripts"]["glob"]
-    files = sorted(glob.glob(pattern))
+    files = glob.glob(pattern)
     if not files:
         raise WorkflowError(f"project {project}: no files match {pattern!r}")
-    return files
-
-
-def transcript_units(project):
-    """unit name -> transcript file; two files with one name would collide in results/."""
     try:
-        return unit_names(project, unit_files(project))
+        return project_shards(
+            project, files, chunked="chunks" in p, shard_size=config["shard_size"]
+        )
     except GrumemError as e:
         raise WorkflowError(str(e))
 
 
 def shards(project):
-    n = math.ceil(len(unit_files(project)) / config["shard_size"])
-    return [f"s{i:03d}" for i in range(n)]
+    return list(project_layout(project).shards)
 
 
 def shard_chunks(wildcards):
     """The chunk files of one shard (for transcripts: the `chunk` rule's directories)."""
-    i = int(wildcards.shard[1:])
-    size = config["shard_size"]
-    return project_chunks(wildcards)[i * size : (i + 1) * size]
+    try:
+        return list(project_layout(wildcards.project).shard(wildcards.shard))
+    except GrumemError as e:
+        raise WorkflowError(str(e))
 
 
 def project_chunks(wildcards):
     """Every chunk file (or the chunk rule's directories) of a project."""
-    files = unit_files(wildcards.project)
-    if "chunks" in project_config(wildcards.project):
-        return files
-    return [f"results/{wildcards.project}/chunks/{unit_name(f)}" for f in files]
+    return list(project_layout(wildcards.project).chunks)
 
 
 def transcript_options(project):
@@ -103,7 +101,10 @@ def transcript_options(project):
 
 
 def transcript_file(wildcards):
-    return transcript_units(wildcards.project)[wildcards.unit]
+    try:
+        return project_layout(wildcards.project).transcript(wildcards.unit)
+    except GrumemError as e:
+        raise WorkflowError(str(e))
 
 
 def queries_file(wildcards):
