@@ -32,7 +32,9 @@ WORKFLOW_SNAKEFILE = REPO_ROOT / "Snakefile"
 CLUSTER_MIN_JOB_AGE_S = 300
 # One cluster per machine (fixed ports, /run/munge): concurrent pytest sessions
 # take turns, or one session's teardown would stop the other's cluster mid-run.
-CLUSTER_LOCK = Path("/tmp/grumem-slurm-tests.lock")
+# The lock is machine-wide like the cluster, kept in /run/lock (not /tmp, which
+# the suite leaves as it found it).
+CLUSTER_LOCK = Path("/run/lock/grumem-slurm-tests.lock")
 CLUSTER_LOCK_WAIT_S = 600
 SUBMITTED_RE = re.compile(r"has been submitted with SLURM jobid (\d+)")
 
