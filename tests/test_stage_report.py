@@ -106,6 +106,10 @@ def trajectory(tid: str, r_updates: list[int], t_last_evidence: int | None) -> d
             "earlier_asks": [],
             "request_sha256": sha256_text(f"req {tid}/{t}"),
             "response_model": "fake-model",
+            # a group of one sample: no advantages (the export says why in its summary)
+            "advantage": None,
+            "advantage_traj": None,
+            "advantage_turn": None,
         }
         for t, r in enumerate(r_updates, start=1)
     ]
