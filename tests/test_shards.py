@@ -111,7 +111,7 @@ def test_a_dry_run_globs_each_project_once_whatever_its_job_count(tmp_path: Path
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = proc.stdout.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
     counts = dict(line.split() for line in table)
-    # 60 transcripts in shards of 5: 60 chunk jobs, 12 shards of prompts
-    assert (counts["chunk"], counts["prompts"], counts["gates"]) == ("60", "12", "12")
+    # 60 transcripts in shards of 5: 12 chunk jobs (one per shard), 12 of prompts
+    assert (counts["chunk"], counts["prompts"], counts["gates"]) == ("12", "12", "12")
     # one glob for the run, not one per job (the old input functions made 78)
     assert counted.read_text() == "1"

@@ -77,7 +77,7 @@ def shards(project):
 
 
 def shard_chunks(wildcards):
-    """The chunk files of one shard (for transcripts: the `chunk` rule's directories)."""
+    """The chunk files of one shard (for transcripts: their unit directories)."""
     try:
         return list(project_layout(wildcards.project).shard(wildcards.shard))
     except GrumemError as e:
@@ -85,8 +85,39 @@ def shard_chunks(wildcards):
 
 
 def project_chunks(wildcards):
-    """Every chunk file (or the chunk rule's directories) of a project."""
+    """Every chunk file (or unit directory) of a project."""
     return list(project_layout(wildcards.project).chunks)
+
+
+def chunked(project, shards):
+    """What a rule reading the chunks of `shards` waits on: the chunk files of a
+    `chunks` project; the `chunk` rule's manifests of a `transcripts` project (its
+    unit directories are no rule's declared output: rule chunk says why)."""
+    layout = project_layout(project)
+    if not layout.units:
+        return [c for s in shards for c in layout.shard(s)]
+    return [f"results/{project}/chunked/{s}.json" for s in shards]
+
+
+def shard_chunk_inputs(wildcards):
+    try:
+        return chunked(wildcards.project, [wildcards.shard])
+    except GrumemError as e:
+        raise WorkflowError(str(e))
+
+
+def project_chunk_inputs(wildcards):
+    return chunked(wildcards.project, shards(wildcards.project))
+
+
+def shard_transcripts(wildcards):
+    """The transcript files of one shard, in the order of their unit directories."""
+    layout = project_layout(wildcards.project)
+    try:
+        units = layout.shard(wildcards.shard)
+        return [layout.transcript(Path(u).name) for u in units]
+    except GrumemError as e:
+        raise WorkflowError(str(e))
 
 
 def transcript_options(project):
@@ -98,13 +129,6 @@ def transcript_options(project):
         for o in options
         if t.get(o) is not None
     )
-
-
-def transcript_file(wildcards):
-    try:
-        return project_layout(wildcards.project).transcript(wildcards.unit)
-    except GrumemError as e:
-        raise WorkflowError(str(e))
 
 
 def queries_file(wildcards):
