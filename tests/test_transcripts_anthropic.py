@@ -298,10 +298,10 @@ def test_anthropic_project_chunks_then_prompts(tmp_path: Path, fake_server) -> N
     project = demo_project(transcripts={"glob": str(T / "anthropic" / "*.json"), "format": "auto"})
     del project["chunks"]
     write_config(tmp_path, server.base_url, projects={"an": project})
-    snakemake(tmp_path, "results/an/prompts/s0.jsonl")
+    snakemake(tmp_path, "results/an/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/an/chunks") if p.suffix == ".jsonl"
     ]
     assert sorted(chunk_files) == ["docs-ci-warning.jsonl", "invoice-pager-offset.jsonl"]
-    prompts = (tmp_path / "results/an/prompts/s0.jsonl").read_text(encoding="utf-8")
+    prompts = (tmp_path / "results/an/prompts/s000.jsonl").read_text(encoding="utf-8")
     assert "duplicate object description" in prompts and "The invoice list skips" in prompts

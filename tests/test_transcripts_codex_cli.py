@@ -358,10 +358,10 @@ def test_codex_project_chunks_then_prompts(tmp_path: Path, fake_server) -> None:
     )
     del project["chunks"]
     write_config(tmp_path, server.base_url, projects={"cx": project})
-    snakemake(tmp_path, "results/cx/prompts/s0.jsonl")
+    snakemake(tmp_path, "results/cx/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/cx/chunks") if p.suffix == ".jsonl"
     ]
     assert sorted(chunk_files) == sorted([f"{LONG_ID}.jsonl", f"{SHORT_ID}.jsonl"])
-    prompts = (tmp_path / "results/cx/prompts/s0.jsonl").read_text(encoding="utf-8")
+    prompts = (tmp_path / "results/cx/prompts/s000.jsonl").read_text(encoding="utf-8")
     assert "The tile cache keeps growing" in prompts and "nginx 502 page" in prompts

@@ -385,12 +385,12 @@ def test_openhands_project_chunks_then_prompts(tmp_path: Path, fake_server) -> N
     project = demo_project(transcripts={"glob": str(T / "openhands" / "*.json"), "format": "auto"})
     del project["chunks"]
     write_config(tmp_path, server.base_url, projects={"oh": project})
-    snakemake(tmp_path, "results/oh/prompts/s0.jsonl")
+    snakemake(tmp_path, "results/oh/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/oh/chunks") if p.suffix == ".jsonl"
     ]
     assert sorted(chunk_files) == ["ledgerkit-issue-212.jsonl", "sales-plot.jsonl"]
-    prompts = (tmp_path / "results/oh/prompts/s0.jsonl").read_text(encoding="utf-8")
+    prompts = (tmp_path / "results/oh/prompts/s000.jsonl").read_text(encoding="utf-8")
     assert "quoted newline" in prompts and "Monthly sales rose steadily" in prompts
 
 

@@ -256,7 +256,7 @@ def test_dataset_project_chunks_then_prompts_with_config_options(
     project = demo_project(transcripts=transcripts)
     del project["chunks"]
     write_config(tmp_path, server.base_url, projects={"td": project})
-    snakemake(tmp_path, "results/td/prompts/s0.jsonl")
+    snakemake(tmp_path, "results/td/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/td/chunks") if p.suffix == ".jsonl"
     ]
@@ -266,5 +266,5 @@ def test_dataset_project_chunks_then_prompts_with_config_options(
         "tomlkit__tomlkit-377.jsonl",
         "tomlkit__tomlkit-402.jsonl",
     ]
-    prompts = (tmp_path / "results/td/prompts/s0.jsonl").read_text(encoding="utf-8")
+    prompts = (tmp_path / "results/td/prompts/s000.jsonl").read_text(encoding="utf-8")
     assert "clamp() returns the limit" in prompts and "IndexError" in prompts
