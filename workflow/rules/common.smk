@@ -13,7 +13,6 @@ from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
 from grumem.jsonl import RecordError
 from grumem.shards import project_shards
-from grumem.units import UNIT_PATTERN
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -45,8 +44,6 @@ wildcard_constraints:
     # names cannot hold a path separator or start with a dot: they stay in results/
     project="[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard="s[0-9]+",
-    # grumem.units makes the names and holds the pattern that accepts them
-    unit=UNIT_PATTERN,
 
 
 def project_config(project):
