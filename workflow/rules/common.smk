@@ -87,9 +87,10 @@ def project_chunks(wildcards):
 
 
 def chunked(project, shards):
-    """What a rule reading the chunks of `shards` waits on: the chunk files of a
-    `chunks` project; the `chunk` rule's manifests of a `transcripts` project (its
-    unit directories are no rule's declared output: rule chunk says why)."""
+    """The inputs of a rule reading the chunks of `shards`, what it waits on. For a
+    `chunks` project, the chunk files; for a `transcripts` project, the `chunk`
+    rule's manifests (the unit directories are no rule's declared output, see
+    workflow/rules/chunk.smk)."""
     layout = project_layout(project)
     if not layout.units:
         return [c for s in shards for c in layout.shard(s)]
