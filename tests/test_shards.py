@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from workflow_helpers import REPO, env, write_config
+from workflow_helpers import REPO, env, files_under, snakemake, write_config
 
 from grumem.errors import GrumemError
 from grumem.shards import project_shards, shard_names
@@ -111,7 +111,46 @@ def test_a_dry_run_globs_each_project_once_whatever_its_job_count(tmp_path: Path
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = proc.stdout.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
     counts = dict(line.split() for line in table)
-    # 60 transcripts in shards of 5: 60 chunk jobs, 12 shards of prompts
-    assert (counts["chunk"], counts["prompts"], counts["gates"]) == ("60", "12", "12")
+    # 60 transcripts in shards of 5: 12 chunk jobs (one per shard), 12 of prompts
+    assert (counts["chunk"], counts["prompts"], counts["gates"]) == ("12", "12", "12")
     # one glob for the run, not one per job (the old input functions made 78)
     assert counted.read_text() == "1"
+
+
+def job_counts(dry_run_stdout: str) -> dict[str, str]:
+    table = dry_run_stdout.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
+    return dict(line.split() for line in table)
+
+
+def test_a_changed_transcript_reruns_only_its_shards_chunk_job(tmp_path: Path) -> None:
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    for i in range(6):
+        (transcripts / f"t{i}.jsonl").write_text(
+            json.dumps({"role": "user", "text": f"session {i}: the build failed"}) + "\n"
+        )
+    (tmp_path / "queries.yaml").write_text('{"queries": [{"id": "q", "question": "?"}]}')
+    project = {
+        "transcripts": {"glob": str(transcripts / "*.jsonl"), "format": "records"},
+        "queries": str(tmp_path / "queries.yaml"),
+    }
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"p": project}, shard_size=2)
+    target = "results/p/sessions.jsonl"
+    assert job_counts(snakemake(tmp_path, "-n", target).stdout)["chunk"] == "3"
+    snakemake(tmp_path, target)
+    chunks = tmp_path / "results/p/chunks"
+    # the paths of one job per transcript: results/p/chunks/<unit>/<session>.jsonl
+    assert [p.relative_to(chunks).as_posix() for p in files_under(chunks)] == [
+        f"t{i}.jsonl/t{i}.jsonl" for i in range(6)
+    ]
+    manifest = json.loads((tmp_path / "results/p/chunked/s001.json").read_text())
+    assert [t["chunks"] for t in manifest["transcripts"]] == [
+        [f"results/p/chunks/t{i}.jsonl/t{i}.jsonl"] for i in (2, 3)
+    ]
+    before = {p: p.read_bytes() for p in files_under(chunks)}
+    (transcripts / "t3.jsonl").write_text(json.dumps({"role": "user", "text": "new text"}) + "\n")
+    dry = snakemake(tmp_path, "-n", target).stdout
+    assert job_counts(dry)["chunk"] == "1" and "results/p/chunked/s001.json" in dry
+    snakemake(tmp_path, target)
+    changed = {p for p in files_under(chunks) if p.read_bytes() != before[p]}
+    assert changed == {chunks / "t3.jsonl" / "t3.jsonl"}

@@ -14,7 +14,9 @@ from test_transcripts import ALL, CLAUDE, OPENAI, RECORDS, SID, T, sessions_of
 
 from grumem.chunk_files import read_chunk_file, render_records
 from grumem.cli import TRANSCRIPT_FORMATS
+from grumem.jsonl import validate
 from grumem.tokens import count_tokens
+from grumem.units import unit_name
 
 # ------------------------------------------------------------------ the CLI
 
@@ -102,6 +104,63 @@ def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
 
     r = run_cli("--budget", "10", "--out", str(tmp_path / "out"), str(RECORDS))
     assert r.returncode == 1 and "at least 50" in r.stderr
+
+
+# ------------------------------------------------------------------ one job per shard
+# (issue 16): --units-under gives each transcript its own directory, as the workflow
+
+
+def test_units_layout_writes_the_same_files_one_directory_per_transcript(tmp_path: Path) -> None:
+    flat = run_cli("--budget", "120", "--out", str(tmp_path / "flat"), *map(str, ALL))
+    assert flat.returncode == 0, flat.stderr
+    root = tmp_path / "chunks"
+    stale = root / unit_name(CLAUDE) / "gone-session.jsonl"  # from an earlier transcript
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}\n")
+    manifest = tmp_path / "chunked" / "s000.json"
+    r = run_cli(
+        "--budget", "120", "--units-under", str(root), "--manifest", str(manifest),
+        *map(str, ALL),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == flat.stderr  # the same statistics in the job's log
+    document = json.loads(manifest.read_text())
+    validate(document, "chunk-manifest")
+    assert [t["transcript"] for t in document["transcripts"]] == list(map(str, ALL))
+    assert not stale.exists()
+    written = []
+    for t in document["transcripts"]:
+        assert t["directory"] == str(root / unit_name(t["transcript"]))
+        assert sorted(t["chunks"]) == sorted(map(str, Path(t["directory"]).iterdir()))
+        written += t["chunks"]
+    # every chunk file of the flat run, byte for byte, each in its transcript's directory
+    assert sorted(Path(c).name for c in written) == sorted(
+        p.name for p in (tmp_path / "flat").iterdir()
+    )
+    for c in written:
+        assert Path(c).read_bytes() == (tmp_path / "flat" / Path(c).name).read_bytes()
+
+
+def test_units_layout_errors_name_the_files_and_write_no_manifest(tmp_path: Path) -> None:
+    copy = tmp_path / "other" / RECORDS.name
+    copy.parent.mkdir()
+    copy.write_bytes(RECORDS.read_bytes())
+    manifest = tmp_path / "m.json"
+    args = ("--units-under", str(tmp_path / "chunks"), "--manifest", str(manifest))
+    err = one_line_error(run_cli(*args, str(RECORDS), str(copy)))
+    assert f"{RECORDS} and {copy} both make the unit name 'pairing-notes.jsonl'" in err
+    assert not (tmp_path / "chunks").exists()
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "text": "ok"}\n{"role": "user", "text": 5}\n')
+    r = run_cli(*args, str(RECORDS), str(bad))  # the first file's statistics, then the error
+    assert r.returncode == 1 and r.stderr.splitlines()[-1].endswith(
+        f"{bad}:2: field 'text' expected str, found int"
+    )
+    assert not manifest.exists()
+
+    r = run_cli("--out", str(tmp_path / "o"), "--units-under", str(tmp_path / "u"), str(RECORDS))
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
 
 
 # ------------------------------------------------------------------ bad input: one-line errors

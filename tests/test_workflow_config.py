@@ -12,6 +12,7 @@ import yaml
 from workflow_helpers import REPO, demo_project, read_lines, snakemake, write_config
 
 from grumem.transcripts import sanitize_session_id
+from grumem.units import unit_name
 
 FAKE_DEMO = REPO / "fixtures" / "fake" / "demo.yaml"
 
@@ -123,8 +124,12 @@ def test_transcript_file_names_with_spaces_underscores_and_other_scripts(
         "queries": str(tmp_path / "q.yaml"),
     }
     write_config(tmp_path, server.base_url, projects={"p": project}, shard_size=2)
-    assert jobs(snakemake(tmp_path, "-n", "results/p/log.jsonl").stdout)["chunk"] == 5
+    # one chunk job per shard: 5 transcripts, 2 to a shard
+    assert jobs(snakemake(tmp_path, "-n", "results/p/log.jsonl").stdout)["chunk"] == 3
     snakemake(tmp_path, "results/p/log.jsonl")
+    # each transcript keeps its own directory, named by grumem.units
+    units = sorted(p.name for p in (tmp_path / "results/p/chunks").iterdir())
+    assert units == sorted(unit_name(n) for n in names)
     log = read_lines(tmp_path / "results/p/log.jsonl")
     assert len(log) == 5 and all(x["status"] == "ok" for x in log)
     sessions = {x["session"] for x in log}

@@ -222,7 +222,16 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
         default=5000,
         help="section budget: max cl100k tokens of a rendered chunk (>= 50)",
     )
-    p.add_argument("--out", required=True, help="directory for <session>.jsonl chunk files")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--out", help="directory for <session>.jsonl chunk files")
+    out.add_argument(
+        "--units-under",
+        metavar="ROOT",
+        help="a directory per file for its chunk files: ROOT/<unit name> (the workflow layout)",
+    )
+    p.add_argument(
+        "--manifest", help="JSON listing each file's directory and the chunk files written"
+    )
     p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
     p.set_defaults(handler="grumem.stages.chunk:main")
 

@@ -1,8 +1,8 @@
-"""Unit names: the `{unit}` wildcard of a transcript's chunk directory.
+"""Unit names: the name of a transcript's chunk directory, results/<project>/chunks/<unit>.
 
-The workflow's wildcard constraint is UNIT_PATTERN and the names it must
-accept are made by unit_name, here, in one place: a name the constraint
-rejected would leave its transcript without a rule (MissingInputException).
+The workflow (grumem.shards) and the `chunk` stage (--units-under) both name a
+transcript's directory with unit_name, here, in one place; UNIT_PATTERN is what
+a name may look like: a plain entry of results/, never a path or a dot file.
 """
 
 from __future__ import annotations

@@ -1,12 +1,18 @@
+# One job per shard, not per transcript (issue 16): the shard's transcripts are
+# turned into their directories results/{project}/chunks/{unit}, whose paths the
+# other rules take from project_layout(). Snakemake cannot declare them as this
+# rule's outputs (an output cannot be a function of {shard}, and the chunk file
+# names are the session ids inside the transcripts), so the declared output is
+# the shard's manifest and the rules reading chunks wait on it (chunk_inputs).
 rule chunk:
     input:
-        transcript_file,
+        shard_transcripts,
     output:
-        directory("results/{project}/chunks/{unit}"),
+        "results/{project}/chunked/{shard}.json",
     log:
-        "logs/chunk/{project}/{unit}.log",
+        "logs/chunk/{project}/{shard}.log",
     benchmark:
-        "benchmarks/chunk/{project}/{unit}.tsv"
+        "benchmarks/chunk/{project}/{shard}.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -18,6 +24,8 @@ rule chunk:
         ),
         options=lambda wc: transcript_options(wc.project),
         budget=config["budget"]["section"],
+        root="results/{project}/chunks",
     shell:
         "grumem chunk --format {params.format} {params.drop} {params.options}"
-        " --budget {params.budget} --out {output} {input:q} 2> {log}"
+        " --budget {params.budget} --units-under {params.root} --manifest {output}"
+        " {input:q} 2> {log}"

@@ -13,7 +13,6 @@ from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
 from grumem.jsonl import RecordError
 from grumem.shards import project_shards
-from grumem.units import UNIT_PATTERN
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -45,8 +44,6 @@ wildcard_constraints:
     # names cannot hold a path separator or start with a dot: they stay in results/
     project="[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard="s[0-9]+",
-    # grumem.units makes the names and holds the pattern that accepts them
-    unit=UNIT_PATTERN,
 
 
 def project_config(project):
@@ -77,7 +74,7 @@ def shards(project):
 
 
 def shard_chunks(wildcards):
-    """The chunk files of one shard (for transcripts: the `chunk` rule's directories)."""
+    """The chunk files of one shard (for transcripts: their unit directories)."""
     try:
         return list(project_layout(wildcards.project).shard(wildcards.shard))
     except GrumemError as e:
@@ -85,8 +82,40 @@ def shard_chunks(wildcards):
 
 
 def project_chunks(wildcards):
-    """Every chunk file (or the chunk rule's directories) of a project."""
+    """Every chunk file (or unit directory) of a project."""
     return list(project_layout(wildcards.project).chunks)
+
+
+def chunked(project, shards):
+    """The inputs of a rule reading the chunks of `shards`, what it waits on. For a
+    `chunks` project, the chunk files; for a `transcripts` project, the `chunk`
+    rule's manifests (the unit directories are no rule's declared output, see
+    workflow/rules/chunk.smk)."""
+    layout = project_layout(project)
+    if not layout.units:
+        return [c for s in shards for c in layout.shard(s)]
+    return [f"results/{project}/chunked/{s}.json" for s in shards]
+
+
+def shard_chunk_inputs(wildcards):
+    try:
+        return chunked(wildcards.project, [wildcards.shard])
+    except GrumemError as e:
+        raise WorkflowError(str(e))
+
+
+def project_chunk_inputs(wildcards):
+    return chunked(wildcards.project, shards(wildcards.project))
+
+
+def shard_transcripts(wildcards):
+    """The transcript files of one shard, in the order of their unit directories."""
+    layout = project_layout(wildcards.project)
+    try:
+        units = layout.shard(wildcards.shard)
+        return [layout.transcript(Path(u).name) for u in units]
+    except GrumemError as e:
+        raise WorkflowError(str(e))
 
 
 def transcript_options(project):
@@ -98,13 +127,6 @@ def transcript_options(project):
         for o in options
         if t.get(o) is not None
     )
-
-
-def transcript_file(wildcards):
-    try:
-        return project_layout(wildcards.project).transcript(wildcards.unit)
-    except GrumemError as e:
-        raise WorkflowError(str(e))
 
 
 def queries_file(wildcards):

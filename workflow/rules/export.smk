@@ -5,7 +5,7 @@ rule export:
         kappa="results/{project}/kappa.json",
         # whole sessions: an L2 trajectory that exits before evidence it never
         # read scores as early, not on time
-        chunks=project_chunks,
+        chunks=project_chunk_inputs,
     output:
         expand("results/{{project}}/corpus/{file}", file=CORPUS_FILES),
     log:
@@ -15,6 +15,7 @@ rule export:
     conda:
         "../../environment.yml"
     params:
+        chunks=project_chunks,
         out_dir="results/{project}/corpus",
         min_kappa=config["export"]["min_kappa"],
         data_source=config["export"]["data_source"],
@@ -26,4 +27,4 @@ rule export:
         " --alpha {params.alpha} --return-weight-update {params.weights[r_update]}"
         " --return-weight-exit {params.weights[r_exit]}"
         " --return-weight-format {params.weights[r_format]}"
-        " --chunks {input.chunks:q} --out-dir {params.out_dir} 2> {log}"
+        " --chunks {params.chunks:q} --out-dir {params.out_dir} 2> {log}"

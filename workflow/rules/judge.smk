@@ -1,6 +1,6 @@
 rule judge:
     input:
-        chunks=shard_chunks,
+        chunks=shard_chunk_inputs,
         queries=queries_file,
         template=JUDGE_TEMPLATE,
     output:
@@ -17,13 +17,14 @@ rule judge:
         # a resource, not a param: a changed connection setting reruns no job
         llm_connection=LLM_CONNECTION,
     params:
+        chunks=shard_chunks,
         settings=judge_settings,
     shell:
         "grumem judge --settings {params.settings:q} --connection {resources.llm_connection:q}"
         " --project {wildcards.project}"
         " --queries {input.queries:q} --template {input.template:q} --out {output.labels}"
         " --unparsed {output.unparsed} --concurrency {resources.llm_slots} --log {log}"
-        " {input.chunks:q}"
+        " {params.chunks:q}"
 
 
 rule labels:

@@ -3,7 +3,7 @@ rule kappa:
         labels=labels_file,
         calibration=calibration_file,
         queries=queries_file,
-        chunks=project_chunks,
+        chunks=project_chunk_inputs,
     output:
         "results/{project}/kappa.json",
     log:
@@ -13,8 +13,9 @@ rule kappa:
     conda:
         "../../environment.yml"
     params:
+        chunks=project_chunks,
         min_calibration=config["export"]["min_calibration"],
     shell:
         "grumem kappa --labels {input.labels:q} --calibration {input.calibration:q}"
-        " --queries {input.queries:q} --chunks {input.chunks:q}"
+        " --queries {input.queries:q} --chunks {params.chunks:q}"
         " --min-calibration {params.min_calibration} --out {output} 2> {log}"

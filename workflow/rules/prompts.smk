@@ -1,6 +1,6 @@
 rule prompts:
     input:
-        chunks=shard_chunks,
+        chunks=shard_chunk_inputs,
         queries=queries_file,
         template=TEMPLATE,
         # ancient: a new session reruns the index, not every shard's prompts
@@ -14,9 +14,10 @@ rule prompts:
     conda:
         "../../environment.yml"
     params:
+        chunks=shard_chunks,
         settings=settings("llm", "loop", "budget"),
     shell:
         "grumem prompts --settings {params.settings:q} --project {wildcards.project}"
         " --queries {input.queries:q} --template {input.template:q}"
         " --sessions {input.sessions} --out {output}"
-        " {input.chunks:q} 2> {log}"
+        " {params.chunks:q} 2> {log}"

@@ -1,6 +1,6 @@
 rule sessions:
     input:
-        project_chunks,
+        project_chunk_inputs,
     output:
         "results/{project}/sessions.jsonl",
     log:
@@ -9,5 +9,7 @@ rule sessions:
         "benchmarks/sessions/{project}.tsv"
     conda:
         "../../environment.yml"
+    params:
+        chunks=project_chunks,
     shell:
-        "grumem sessions --out {output} {input:q} 2> {log}"
+        "grumem sessions --out {output} {params.chunks:q} 2> {log}"

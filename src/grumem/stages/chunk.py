@@ -1,40 +1,72 @@
 """Stage `chunk`: transcripts -> token-budgeted chunk files, one per session; the
-statistics of each file go to stderr, the job's log."""
+statistics of each file go to stderr, the job's log.
+
+Two layouts: `--out DIR` puts every session of every file in DIR; `--units-under
+ROOT` gives each transcript its own directory ROOT/<unit name> (grumem.units), the
+layout of the workflow, whose `chunk` job turns a whole shard of transcripts into
+their directories (issue 16: O(shards) jobs, not O(sessions)) and lists what it
+wrote in `--manifest`."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
 from grumem.errors import GrumemError
-from grumem.jsonl import write_jsonl
+from grumem.jsonl import validate, write_json, write_jsonl
 from grumem.packing import chunk_session
 from grumem.transcripts import read_transcript
+from grumem.units import unit_name
+
+
+def out_dirs(args: argparse.Namespace) -> list[Path]:
+    """The directory of each file's chunk files, in the order of args.files."""
+    if args.units_under is None:
+        return [Path(args.out)] * len(args.files)
+    units: dict[str, str] = {}
+    for file in args.files:
+        name = unit_name(file)
+        if name in units:
+            raise GrumemError(
+                f"{units[name]} and {file} both make the unit name {name!r} "
+                f"({Path(args.units_under) / name}): rename one of them"
+            )
+        units[name] = file
+    return [Path(args.units_under) / name for name in units]
 
 
 def main(args: argparse.Namespace) -> int:
     """`grumem chunk`: every transcript file -> one chunk file per session."""
     if args.budget < 50:
         raise GrumemError(f"--budget {args.budget}: must be at least 50 tokens")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    written: dict[str, str] = {}  # session id -> the transcript it came from
-    for file in args.files:
-        options = {
-            "messages_field": args.messages_field,
-            "id_field": args.id_field,
-            "text_field": args.text_field,
-        }
+    dirs = out_dirs(args)
+    if args.units_under is not None:
+        # a unit directory holds one version of its transcript: sessions an earlier
+        # version had must not linger (Snakemake cleared a directory() output itself)
+        for d in dirs:
+            if d.exists():
+                shutil.rmtree(d)
+    options = {
+        "messages_field": args.messages_field,
+        "id_field": args.id_field,
+        "text_field": args.text_field,
+    }
+    written: dict[tuple[Path, str], str] = {}  # (directory, session id) -> its transcript
+    manifest: list[dict[str, object]] = []
+    for file, out in zip(args.files, dirs, strict=True):
+        out.mkdir(parents=True, exist_ok=True)
         fmt, sessions = read_transcript(file, args.format, args.drop_thinking, options)
         print(f"{file}: {fmt}, {len(sessions)} session(s)", file=sys.stderr)
+        chunk_files: list[str] = []
         for s in sessions:
-            if s.id in written:
+            if (out, s.id) in written:
                 raise GrumemError(
-                    f"{file}: session {s.id!r} also comes from {written[s.id]};"
+                    f"{file}: session {s.id!r} also comes from {written[out, s.id]};"
                     " chunk files are named by session: one would overwrite the other"
                 )
-            written[s.id] = file
+            written[out, s.id] = file
             skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
             if not s.records:
                 print(
@@ -44,6 +76,7 @@ def main(args: argparse.Namespace) -> int:
                 continue
             result = chunk_session(s.id, s.records, args.budget)
             write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
+            chunk_files.append(str(out / f"{s.id}.jsonl"))
             print(
                 f"  {s.id}: records {result.records}, chunks {len(result.chunks)}, "
                 f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
@@ -52,4 +85,9 @@ def main(args: argparse.Namespace) -> int:
                 + f", skipped: {skipped}",
                 file=sys.stderr,
             )
+        manifest.append({"transcript": file, "directory": str(out), "chunks": chunk_files})
+    if args.manifest is not None:
+        document = {"transcripts": manifest}
+        validate(document, "chunk-manifest", args.manifest)
+        write_json(args.manifest, document)
     return 0
