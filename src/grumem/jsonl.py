@@ -189,7 +189,7 @@ def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, 
     with open_input(path) as f:
         for lineno, raw in enumerate(f, start=1):
             try:
-                if _LONG_DIGITS.search(raw):
+                if _long_digits(raw):
                     raise orjson.JSONDecodeError("", "", 0)
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError:
@@ -219,17 +219,25 @@ def _loads_or_explain(path: str | os.PathLike[str], lineno: int, raw: bytes) -> 
 def loads(text: str | bytes) -> Any:
     """JSON parsed by orjson, or by the stdlib (the reference) when orjson refuses it,
     so a caller sees the stdlib's value or its JSONDecodeError as before."""
-    long_digits = _LONG_DIGITS if isinstance(text, bytes) else _LONG_DIGITS_STR
-    if not long_digits.search(text):
+    try:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+    except UnicodeEncodeError:
+        data = None  # a lone surrogate: the stdlib's to parse
+    if data is not None and not _long_digits(data):
         with suppress(orjson.JSONDecodeError):
-            return orjson.loads(text)
+            return orjson.loads(data)
     return json.loads(text)
 
 
-# 19 digits in a row may be an integer past 64 bits (orjson: a float); in a string
-# it only costs the stdlib's slower parse
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-_LONG_DIGITS_STR = re.compile("[0-9]{19}")
+# every digit as "0", every other byte as "x": a C pass instead of a regex that
+# costs ~200 µs on a 6 KB line
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
+
+
+def _long_digits(data: bytes) -> bool:
+    """19 digits in a row: maybe an integer past 64 bits, which orjson reads as a
+    float (in a string it only costs the stdlib's slower parse)."""
+    return b"0" * 19 in data.translate(_DIGITS_AS_ZERO)
 
 
 def read_jsonl(path: str | os.PathLike[str], schema_name: str | None = None) -> Iterator[dict]:
