@@ -255,3 +255,17 @@ def test_dumps_bytes_equals_the_stdlib_serialisation(value: Any) -> None:
 def test_loads_equals_the_stdlib_parse(value: Any) -> None:
     text = json.dumps(value)  # ASCII: lone surrogates as \ud800 escapes
     assert json.dumps(loads(text)) == json.dumps(json.loads(text))
+
+
+def test_schemas_read_by_libyaml_equal_the_pure_python_reading() -> None:
+    """schema() reads with libyaml's CSafeLoader (issue 15): the same schemas as SafeLoader."""
+    import yaml
+
+    from grumem.jsonl import SCHEMA_LOADER
+
+    assert SCHEMA_LOADER is yaml.CSafeLoader
+    paths = sorted(SCHEMAS_DIR.glob("*.schema.yaml"))
+    assert len(paths) > 10
+    for p in paths:
+        text = p.read_text(encoding="utf-8")
+        assert schema(p.name.removesuffix(".schema.yaml")) == yaml.safe_load(text), p.name
