@@ -20,6 +20,9 @@ from grumem.errors import GrumemError
 from grumem.jsonl import (
     RecordError,
     compile_fast,
+    dumps,
+    dumps_bytes,
+    loads,
     read_jsonl,
     read_jsonl_fast,
     schema,
@@ -219,3 +222,50 @@ def test_missing_file_or_directory_is_a_record_error(tmp_path: Path, reader) -> 
         list(reader(tmp_path / "nope.jsonl"))
     with pytest.raises(RecordError, match="is a directory, not a file"):
         list(reader(tmp_path))
+
+
+# JSON values as records hold them: every float (tiny, huge, NaN, infinity),
+# every character (control characters, lone surrogates), integers past 64 bits
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_JSON_VALUES)
+@settings(max_examples=400)
+def test_dumps_bytes_equals_the_stdlib_serialisation(value: Any) -> None:
+    """orjson writes records (issue 15); every written file keeps the bytes json.dumps gave."""
+    try:
+        expected = dumps(value).encode("utf-8")
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            dumps_bytes(value)
+        return
+    assert dumps_bytes(value) == expected
+
+
+@given(_JSON_VALUES)
+@settings(max_examples=400)
+def test_loads_equals_the_stdlib_parse(value: Any) -> None:
+    text = json.dumps(value)  # ASCII: lone surrogates as \ud800 escapes
+    assert json.dumps(loads(text)) == json.dumps(json.loads(text))
+
+
+def test_schemas_read_by_libyaml_equal_the_pure_python_reading() -> None:
+    """schema() reads with libyaml's CSafeLoader (issue 15): the same schemas as SafeLoader."""
+    import yaml
+
+    from grumem.jsonl import SCHEMA_LOADER
+
+    assert SCHEMA_LOADER is yaml.CSafeLoader
+    paths = sorted(SCHEMAS_DIR.glob("*.schema.yaml"))
+    assert len(paths) > 10
+    for p in paths:
+        text = p.read_text(encoding="utf-8")
+        assert schema(p.name.removesuffix(".schema.yaml")) == yaml.safe_load(text), p.name

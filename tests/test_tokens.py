@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grumem.tokens import count_tokens, encoding
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grumem.tokens import count_tokens, count_tokens_around, encoding
 
 
 def test_counts_are_cl100k() -> None:
@@ -27,3 +30,51 @@ def test_loading_the_encoding_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2"
     assert list(tmp_path.iterdir()) == []
+
+
+# pieces that meet cl100k's pre-tokenizer at its edges: newlines and CR runs,
+# spaces and tabs, contractions, digits, punctuation, letters of other scripts
+_PIECES = st.sampled_from(
+    [
+        "\n",
+        "\n\n",
+        "\r\n",
+        " ",
+        "  ",
+        "\t",
+        "\u00a0",
+        "\u2028",
+        "'s",
+        "'",
+        "a",
+        "The",
+        "<",
+        ">",
+        "</update>",
+        "x1",
+        "123",
+        "1234",
+        "!",
+        "?\n",
+        "é",
+        "日本",
+        "🙂",
+        "-",
+        ".\n",
+    ]
+)
+_TEXTS = st.lists(_PIECES | st.text(max_size=6), max_size=12).map("".join)
+
+
+@given(_TEXTS, _TEXTS, _TEXTS)
+@settings(max_examples=600, deadline=None)
+def test_count_tokens_around_equals_the_direct_count(prefix: str, middle: str, suffix: str) -> None:
+    """The responses stage's cached budget count (issue 15) is the direct count, exactly."""
+    assert count_tokens_around(prefix, middle, suffix) == count_tokens(prefix + middle + suffix)
+
+
+def test_count_tokens_around_on_the_template_equals_the_direct_count() -> None:
+    template = (Path(__file__).parents[1] / "templates" / "gru-mem.txt").read_text(encoding="utf-8")
+    head, tail = template.split("{memory}")
+    for memory in ["No previous memory", "The bus left at 9.\nIt was red.", "\n x", ""]:
+        assert count_tokens_around(head, memory, tail) == count_tokens(head + memory + tail)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -22,6 +23,7 @@ from typing import IO, Any
 
 import fastjsonschema
 import jsonschema
+import orjson
 import yaml
 
 from grumem.errors import GrumemError
@@ -69,7 +71,11 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema `workflow/schemas/<name>.schema.yaml`."""
     with open(SCHEMAS_DIR / f"{name}.schema.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        # libyaml's loader: the pure-Python one took ~0.1 s of each small stage job
+        return yaml.load(f, Loader=SCHEMA_LOADER)  # noqa: S506 (a SafeLoader)
+
+
+SCHEMA_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _is_strict_integer(checker: Any, instance: Any) -> bool:
@@ -187,27 +193,65 @@ def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, 
     with open_input(path) as f:
         for lineno, raw in enumerate(f, start=1):
             try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                why = f"not UTF-8 ({e.reason} at byte {e.start})"
-                raise RecordError(path, lineno, None, why) from None
-            if not text.strip():
-                raise RecordError(path, lineno, None, "blank line")
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                why = f"bad JSON: {e.msg} at column {e.colno}"
-                raise RecordError(path, lineno, None, why) from None
+                if _long_digits(raw):
+                    raise orjson.JSONDecodeError("", "", 0)
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                # orjson is ~5x faster but stricter (NaN, lone surrogates) and reads an
+                # integer past 64 bits as a float: those lines the stdlib reads, or
+                # names exactly as before
+                obj = _loads_or_explain(path, lineno, raw)
             check_no_lone_surrogate(path, lineno, obj, raw)
             yield lineno, raw, obj
 
 
+def _loads_or_explain(path: str | os.PathLike[str], lineno: int, raw: bytes) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        why = f"not UTF-8 ({e.reason} at byte {e.start})"
+        raise RecordError(path, lineno, None, why) from None
+    if not text.strip():
+        raise RecordError(path, lineno, None, "blank line")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        why = f"bad JSON: {e.msg} at column {e.colno}"
+        raise RecordError(path, lineno, None, why) from None
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON parsed by orjson, or by the stdlib (the reference) when orjson refuses it,
+    so a caller sees the stdlib's value or its JSONDecodeError as before."""
+    try:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+    except UnicodeEncodeError:
+        data = None  # a lone surrogate: the stdlib's to parse
+    if data is not None and not _long_digits(data):
+        with suppress(orjson.JSONDecodeError):
+            return orjson.loads(data)
+    return json.loads(text)
+
+
+# every digit as "0", every other byte as "x": a C pass instead of a regex that
+# costs ~200 µs on a 6 KB line
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
+
+
+def _long_digits(data: bytes) -> bool:
+    """19 digits in a row: maybe an integer past 64 bits, which orjson reads as a
+    float (in a string it only costs the stdlib's slower parse)."""
+    return b"0" * 19 in data.translate(_DIGITS_AS_ZERO)
+
+
 def read_jsonl(path: str | os.PathLike[str], schema_name: str | None = None) -> Iterator[dict]:
     """Yield (validated) records from a JSON Lines file, streaming."""
-    for lineno, _, record in iter_json_lines(path):
-        if schema_name is not None:
-            validate(record, schema_name, path, lineno)
-        yield record
+    if schema_name is None:
+        for _, _, record in iter_json_lines(path):
+            yield record
+    else:
+        for _, _, record in read_jsonl_fast(path, schema_name):
+            yield record
 
 
 @cache
@@ -265,6 +309,36 @@ def read_jsonl_fast(
 def dumps(record: Any) -> str:
     """The one JSON serialisation of records: compact, UTF-8, key order kept."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+# orjson writes what the stdlib does for records except a few floats and types;
+# those (and anything it refuses) go through `dumps`, the reference
+_ORJSON_OPTS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def dumps_bytes(record: Any) -> bytes:
+    """`dumps(record)` as UTF-8 bytes, byte for byte, by orjson where it agrees (~10x faster)."""
+    if _orjson_agrees(record):
+        try:
+            return orjson.dumps(record, option=_ORJSON_OPTS)
+        except orjson.JSONEncodeError:
+            pass  # a lone surrogate, a huge integer, a non-string key: the stdlib decides
+    return dumps(record).encode("utf-8")
+
+
+def _orjson_agrees(value: Any) -> bool:
+    """False when `value` holds what orjson writes differently from json.dumps: a float
+    below 1e-4 (0.00001 for 1e-05), NaN or infinity (null), a subclass of a JSON type."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is dict:
+        return all(type(k) is str and _orjson_agrees(v) for k, v in value.items())
+    if t is list or t is tuple:
+        return all(_orjson_agrees(v) for v in value)
+    if t is float:
+        return value == 0.0 or (math.isfinite(value) and abs(value) >= 1e-4)
+    return False
 
 
 # errors only a write meets: the one-line message names the file being written
@@ -351,16 +425,21 @@ def write_jsonl(
 ) -> int:
     """Write records atomically, validating each; return how many were written."""
     n = 0
-    with atomic_writer(path) as f:
+    check = None if schema_name is None else fast_validator(schema_name)
+    with atomic_writer(path, "wb") as f:
         for n, record in enumerate(records, start=1):
-            if schema_name is not None:
-                validate(record, schema_name, path, n)
+            if check is not None:
+                try:
+                    check(record)
+                except fastjsonschema.JsonSchemaValueException as e:
+                    validate(record, schema_name, path, n)  # names the field, if it agrees
+                    raise RecordError(path, n, ".".join(e.path[1:]) or None, e.message) from None
             try:
-                f.write(dumps(record))
+                f.write(dumps_bytes(record))
             except UnicodeEncodeError:
                 check_no_lone_surrogate(path, n, record)  # names the field
                 raise
-            f.write("\n")
+            f.write(b"\n")
     return n
 
 

@@ -39,3 +39,30 @@ def encoding() -> tiktoken.Encoding:
 def count_tokens(text: str) -> int:
     """Number of cl100k tokens in `text`; special-token text counts as plain text."""
     return len(encoding().encode(text, disallowed_special=()))
+
+
+@lru_cache(maxsize=4096)
+def count_tokens_cached(text: str) -> int:
+    """count_tokens for text that repeats (the system prompt, a memory kept across turns)."""
+    return count_tokens(text)
+
+
+def _is_cut(text: str, i: int) -> bool:
+    # cl100k's pre-tokenizer never lets a piece run from a newline into a following
+    # non-space character (each of its patterns ends at, or excludes, a newline before
+    # one), so before such a character the pieces, and the tokens, start afresh
+    return text[i - 1] == "\n" and "!" <= text[i] <= "~"
+
+
+def count_tokens_around(prefix: str, middle: str, suffix: str) -> int:
+    """count_tokens(prefix + middle + suffix), exactly, with the parts that repeat
+    across turns (the template after the last cut of `prefix`, `middle` there, and
+    `suffix` after its first cut) counted once and cached."""
+    p = next((i for i in range(len(prefix) - 1, 0, -1) if _is_cut(prefix, i)), 0)
+    q = next((i for i in range(1, len(suffix)) if _is_cut(suffix, i)), len(suffix))
+    head = count_tokens(prefix[:p]) if p else 0
+    return (
+        head
+        + count_tokens_cached(prefix[p:] + middle + suffix[:q])
+        + (count_tokens_cached(suffix[q:]) if q < len(suffix) else 0)
+    )

@@ -7,19 +7,18 @@ chain) and re-applies the loop's semantics (grumem.loop) to it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterator
 from itertools import groupby
 
-from grumem.jsonl import RecordError, read_jsonl
+from grumem.jsonl import RecordError, loads, read_jsonl
 from grumem.loop import interpret, memory_after, user_message
 from grumem.recording import check_request, check_response
 
 
 def sent_user_message(body: str) -> str:
-    return json.loads(body)["messages"][-1]["content"]
+    return loads(body)["messages"][-1]["content"]
 
 
 def regate(

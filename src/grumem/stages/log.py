@@ -9,12 +9,11 @@ failure of the model that r_format counts).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from grumem.jsonl import RecordError, read_jsonl
+from grumem.jsonl import RecordError, loads, read_jsonl
 from grumem.record_types import LogEarlierAsk, LogLine
 
 _GATE_FIELDS = (
@@ -62,7 +61,7 @@ def join_shard(
             session=p["session"],
             sample=p["sample"],
             level=level,
-            model=json.loads(asks[-1]["request"]["body"])["model"] if asks else model,
+            model=loads(asks[-1]["request"]["body"])["model"] if asks else model,
             # the model the answer names (provenance); None when no answer was recorded
             response_model=asks[-1].get("response_model") if asks else None,
             t=p["t"],

@@ -25,7 +25,7 @@ from grumem.llm.request import build_body, sampling_params
 from grumem.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.progress import Progress
 from grumem.template import Budget, BudgetError, check_budget, memory_text
-from grumem.tokens import count_tokens
+from grumem.tokens import count_tokens_around, count_tokens_cached
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ async def run_trajectory(
         base = {"trajectory_id": turn["trajectory_id"], "t": turn["t"]}
         user = user_message(turn, memory)
         try:
-            check_budget(s.budget, _turn_tokens(turn, memory, user), s.llm["max_tokens"])
+            check_budget(s.budget, _turn_tokens(turn, memory), s.llm["max_tokens"])
         except BudgetError as e:
             out.append(
                 {
@@ -129,13 +129,17 @@ async def run_trajectory(
     return out
 
 
-def _turn_tokens(turn: dict, memory: str | None, user: str) -> dict[str, int]:
-    system = count_tokens(turn["system"]) if turn["system"] else 0
+def _turn_tokens(turn: dict, memory: str | None) -> dict[str, int]:
+    """The budget counts of user_message(turn, memory) (and the system prompt). The system
+    prompt, the memory and the template around it repeat across turns: their counts
+    are cached (count_tokens_around keeps the total exact)."""
+    system = count_tokens_cached(turn["system"]) if turn["system"] else 0
+    text = memory_text(memory)
     return {
         "question": turn["tokens"]["question"],
         "section": turn["tokens"]["section"],
-        "memory": count_tokens(memory_text(memory)),
-        "total": count_tokens(user) + system,
+        "memory": count_tokens_cached(text),
+        "total": count_tokens_around(turn["prefix"], text, turn["suffix"]) + system,
     }
 
 
