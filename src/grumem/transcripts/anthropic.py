@@ -51,7 +51,7 @@ from grumem.transcripts.base import (
     record,
     require,
     session_stem,
-    thinking_text,
+    thinking_part,
     tool_call_text,
 )
 
@@ -158,12 +158,8 @@ def _assistant(
                 parts.append(text)
         elif kind == "thinking":
             text = require(block, "thinking", str, path, None, f"{bwhere}.")
-            if drop_thinking:
-                session.skipped["thinking"] += 1
-            elif text:
-                parts.append(thinking_text(text))
-            else:  # a signature alone: the reasoning was not kept
-                session.skipped["empty thinking"] += 1
+            if (part := thinking_part(text, drop_thinking, session)) is not None:
+                parts.append(part)
         elif kind == "redacted_thinking":
             session.skipped["redacted_thinking"] += 1
         elif kind == "tool_use":

@@ -117,6 +117,18 @@ def thinking_text(text: str) -> str:
     return f"Thinking: {text}"
 
 
+def thinking_part(text: str, drop_thinking: bool, session: Session) -> str | None:
+    """The rendered text of an Anthropic `thinking` block, or None (counted as skipped)
+    when thinking is dropped or only its signature was kept."""
+    if drop_thinking:
+        session.skipped["thinking"] += 1
+        return None
+    if not text:  # a signature alone: the reasoning was not written to the log
+        session.skipped["empty thinking"] += 1
+        return None
+    return thinking_text(text)
+
+
 def blob_placeholder(kind: str, media_type: str, data: str, encoding: str = "base64") -> str:
     """One line standing for an opaque blob (an image, encrypted reasoning): what and how big."""
     return f"[{kind}: {media_type}, {len(data)} bytes {encoding}]"

@@ -47,7 +47,7 @@ from grumem.transcripts.base import (
     iter_json_lines,
     record,
     require,
-    thinking_text,
+    thinking_part,
     tool_call_text,
 )
 
@@ -203,12 +203,8 @@ def _assistant_records(
                 parts.append(text)
         elif kind == "thinking":
             text = require(block, "thinking", str, path, line, where)
-            if drop_thinking:
-                session.skipped["thinking"] += 1
-            elif text:
-                parts.append(thinking_text(text))
-            else:  # signature only: the reasoning was not written to the log
-                session.skipped["empty thinking"] += 1
+            if (part := thinking_part(text, drop_thinking, session)) is not None:
+                parts.append(part)
         elif kind == "redacted_thinking":
             data = require(block, "data", str, path, line, where)
             if drop_thinking:
