@@ -82,7 +82,8 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
         "--concurrency",
         type=int,
         default=None,
-        help="requests in flight (overrides llm.concurrency: the job's llm_slots)",
+        help="requests in flight, the job's llm_slots (with one URL in llm.base_url it "
+        "overrides llm.concurrency; with a list, it caps their total)",
     )
     p.set_defaults(handler="grumem.stages.responses:main")
 
@@ -256,7 +257,8 @@ def add_judge(sub: argparse._SubParsersAction) -> None:
         "--concurrency",
         type=int,
         default=None,
-        help="requests in flight (overrides llm.concurrency: the job's llm_slots)",
+        help="requests in flight, the job's llm_slots (with one URL in llm.base_url it "
+        "overrides llm.concurrency; with a list, it caps their total)",
     )
     add_progress_log(p)
     p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,7 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
     errors = list(cls(s, format_checker=FORMATS).iter_errors(config))
     if errors:
         e = jsonschema.exceptions.best_match(errors)
-        field = ".".join(str(p) for p in e.absolute_path) or None
+        field = config_field(e.absolute_path)
         message = e.message
         if e.validator == "format" and e.validator_value == "env-var-name":
             # a value that is not a variable name may be a key pasted in its place
@@ -88,6 +88,14 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
             )
         raise RecordError(source, None, field, message)
     return expand_paths(config, os.environ, source)
+
+
+def config_field(path: Iterable[str | int]) -> str | None:
+    """A config setting's name as a user writes it: `llm.base_url[1].concurrency`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text or None
 
 
 # Path settings in which `~` and environment variables are expanded (a user's

@@ -12,6 +12,7 @@ from grumem.config import check_config_files, split_connection, validate_config
 from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
 from grumem.jsonl import RecordError
+from grumem.llm.endpoints import total_concurrency
 from grumem.shards import project_shards
 
 # The config is validated once, here, by grumem's validator (the schema is
@@ -152,6 +153,21 @@ def settings(*sections):
 # resource: Snakemake reruns a job when its params, code, input or software
 # change (--rerun-triggers), never when a resource does.
 LLM_CONNECTION = json.dumps(split_connection(config["llm"])[1], sort_keys=True)
+
+# A job's llm_slots: the requests it keeps in flight, the sum of its endpoints'
+# caps (llm.base_url may list several); the profile caps the sum over all jobs.
+try:
+    LLM_SLOTS = total_concurrency(config["llm"])
+except GrumemError as e:
+    raise WorkflowError(f"invalid config: {e}")
+
+
+def judge_llm_slots(wildcards):
+    """The judge's llm_slots: its own endpoints' caps when labels.judge.base_url is set."""
+    judge = project_config(wildcards.project)["labels"]["judge"]
+    if judge["base_url"] is None:
+        return LLM_SLOTS
+    return total_concurrency({**config["llm"], "base_url": judge["base_url"]})
 
 
 def shard_files(stage, suffix=".jsonl"):

@@ -13,7 +13,7 @@ rule judge:
     conda:
         "../../environment.yml"
     resources:
-        llm_slots=config["llm"]["concurrency"],
+        llm_slots=judge_llm_slots,
         # a resource, not a param: a changed connection setting reruns no job
         llm_connection=LLM_CONNECTION,
     params:

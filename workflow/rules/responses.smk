@@ -11,7 +11,7 @@ rule responses:
         "../../environment.yml"
     resources:
         # requests this job keeps in flight; the profile caps the sum over all jobs
-        llm_slots=config["llm"]["concurrency"],
+        llm_slots=LLM_SLOTS,
         # a resource, not a param: a changed connection setting reruns no job
         llm_connection=LLM_CONNECTION,
     params:

@@ -22,6 +22,12 @@
   error unless `llm.accept_models` allows the name (servers that rename).
 - `live` mode reads the cache first and writes each answer to it as it
   arrives; `replay` mode reads only the cache and a miss is an error.
+- `base_url` may list several endpoints (grumem.llm.endpoints): a request
+  goes to the live one with the fewest in flight and keeps to it for its
+  retries; when they end in a connection error, that endpoint is taken out
+  and the request starts over at another (attempts count from 1 again
+  there). Each attempt records its `endpoint`; the cache key is the body's
+  sha256 alone, so which endpoint answered changes no record a corpus reads.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ import email.utils
 import json
 import os
 import random
+import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +48,7 @@ from urllib.parse import quote, quote_plus
 from grumem.config import ENV_VAR_NAME
 from grumem.errors import GrumemError
 from grumem.llm.cache import ResponseCache
+from grumem.llm.endpoints import EndpointPool, endpoints
 from grumem.llm.request import RequestError, request_sha
 
 MODES = ("live", "replay")
@@ -276,16 +284,24 @@ class _Outcome:
     retry_after: float | None = None
     sent: bytes | None = field(default=None, repr=False)
 
+    @property
+    def lost(self) -> bool:
+        """No HTTP response: the connection was refused, reset or closed (not a timeout)."""
+        return self.status is None and (self.error or "").startswith("connection error")
+
 
 class LLMClient:
-    """Async client for one OpenAI-compatible endpoint; make one per process.
+    """Async client for OpenAI-compatible endpoints (one, or replicas); one per process.
 
     `async with LLMClient(...) as llm: ex = await llm.complete(body, label)`.
+    `concurrency` caps each endpoint listed without its own cap; `max_in_flight`
+    caps the total (None: the sum of the caps; with one URL it is that URL's cap,
+    as the job's --concurrency overrides llm.concurrency).
     """
 
     def __init__(
         self,
-        base_url: str | None,
+        base_url: str | Sequence[Any] | None,
         *,
         cache_dir: str | os.PathLike[str],
         mode: str = "live",
@@ -297,6 +313,7 @@ class LLMClient:
         backoff_cap: float = BACKOFF_CAP,
         rng: random.Random | None = None,
         accept_models: Iterable[str] = (),
+        max_in_flight: int | None = None,
     ):
         if mode not in MODES:
             raise LLMError(f"llm.mode {mode!r} is not one of {', '.join(MODES)}")
@@ -304,10 +321,16 @@ class LLMClient:
             raise LLMError("llm.mode live needs a base_url (or the embedded local server)")
         if concurrency < 1 or retries < 0 or timeout <= 0 or backoff < 0:
             raise LLMError("llm: concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0")
+        if max_in_flight is not None and max_in_flight < 1:
+            raise LLMError(f"requests in flight must be at least 1, not {max_in_flight}")
         self.base_url = base_url
         self.mode = mode
         self.cache = ResponseCache(cache_dir)
-        self.concurrency = concurrency
+        one_url = isinstance(base_url, str) and max_in_flight is not None
+        eps = endpoints(base_url, max_in_flight if one_url else concurrency)
+        self._pool = EndpointPool(eps, max_in_flight) if eps else None
+        # requests in flight at most, across the endpoints
+        self.concurrency = self._pool.total if self._pool else max_in_flight or concurrency
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -315,16 +338,16 @@ class LLMClient:
         self.accept_models = tuple(accept_models)
         self.counters = Counters()
         self._rng = rng or random.Random()
-        self._sem = asyncio.Semaphore(concurrency)
         # the key lives only here and in the SDK's headers; _scrub keeps it out of errors
         self._key_env = api_key_env
         self._key = read_api_key(api_key_env)
         self._key_forms = () if self._key == NO_KEY else secret_forms(self._key)
-        self._sdk = self._make_sdk() if mode == "live" else None
+        # one SDK (and connection pool) per endpoint, in the pool's order
+        self._sdks = [self._make_sdk(e.url, e.concurrency) for e in eps] if mode == "live" else []
 
     @classmethod
     def from_config(
-        cls, llm: Mapping[str, Any], base_url: str | None = None, **overrides: Any
+        cls, llm: Mapping[str, Any], base_url: str | Sequence[Any] | None = None, **overrides: Any
     ) -> LLMClient:
         """From the validated `llm` section; `base_url` overrides it (the embedded server)."""
         kwargs: dict[str, Any] = dict(
@@ -340,7 +363,7 @@ class LLMClient:
         kwargs.update(overrides)
         return cls(base_url or llm.get("base_url"), **kwargs)
 
-    def _make_sdk(self) -> Any:
+    def _make_sdk(self, base_url: str, concurrency: int) -> Any:
         import httpx2
         import openai
 
@@ -348,15 +371,14 @@ class LLMClient:
         # scans every pooled connection on each request and each release, O(in
         # flight) per request: at 1,000 in flight that scan was most of the
         # client's CPU. aiohttp's connector hands out a free connection in O(1).
-        # One pool, as large as the semaphore: every request in flight has a connection.
+        # One pool per endpoint, as large as its cap: every request in flight has a connection.
+        cap = min(concurrency, self.concurrency)
         http = openai.DefaultAioHttpClient(
-            limits=httpx2.Limits(
-                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
-            ),
+            limits=httpx2.Limits(max_connections=cap, max_keepalive_connections=cap),
             timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
         )
         return openai.AsyncOpenAI(
-            base_url=self.base_url,
+            base_url=base_url,
             api_key=self._key,
             max_retries=0,
             timeout=self.timeout,
@@ -370,9 +392,9 @@ class LLMClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._sdk is not None:
-            await self._sdk.close()
-            self._sdk = None
+        sdks, self._sdks = self._sdks, []
+        for sdk in sdks:
+            await sdk.close()
 
     async def complete(self, body: str, label: str = "") -> Exchange:
         """The answer to one request body: from the cache, or from the server (live mode).
@@ -395,10 +417,17 @@ class LLMClient:
             raise ReplayMiss(sha, label)
         wire = body.encode("utf-8")
         attempts: list[dict[str, Any]] = []
-        for n in range(1, self.retries + 2):
-            if n > 1:
+        at: int | None = None  # the endpoint this request keeps to for its retries
+        n = 0  # attempts at it
+        while True:
+            sent = await self._attempt(wire, at)
+            if sent is None:  # `at` was taken out while this request waited to retry there
+                at, n = None, 0
+                continue
+            at, outcome, latency = sent
+            n += 1
+            if attempts:
                 self.counters.retries += 1
-            outcome, latency = await self._attempt(wire)
             if outcome.sent is not None and outcome.sent != wire:
                 raise WireMismatch(
                     f"request {sha}{_at(label)}: the bytes sent differ from the "
@@ -407,7 +436,8 @@ class LLMClient:
             # before anything is recorded: rewriting recorded bytes is not an option
             self._refuse_key(outcome.content or b"", sha, label, outcome.status)
             ok, why = is_answer(outcome.status, outcome.content or b"")
-            attempts.append(_attempt_record(n, outcome, latency, self._scrub(why or "")))
+            url = self._endpoint_url(at)
+            attempts.append(_attempt_record(n, outcome, latency, self._scrub(why or ""), url))
             if ok:
                 answered = response_model(outcome.content or b"")
                 # a wrong model's answer is not cached: once the server is fixed,
@@ -417,7 +447,12 @@ class LLMClient:
                 await asyncio.to_thread(self.cache.put, sha, attempts)
                 self.counters.answered += 1
                 return Exchange(request, attempts[-1], attempts, True, False, answered)
-            if not _retryable(outcome.status, why) or n > self.retries:
+            if not _retryable(outcome.status, why):
+                break
+            if n > self.retries:
+                if outcome.lost and self._take_out(at, attempts, sha, label):
+                    at, n = None, 0
+                    continue
                 break
             await asyncio.sleep(self._delay(n, outcome.retry_after))
         self.counters.failed += 1
@@ -467,30 +502,58 @@ class LLMClient:
         # "equal jitter": at least half the backoff, so retries never stampede at 0
         return base / 2 + self._rng.uniform(0, base / 2)
 
-    async def _attempt(self, wire: bytes) -> tuple[_Outcome, float]:
-        """One HTTP attempt and its latency, timed once a slot is free: the wait
-        for the semaphore is queueing in this client, not the server's latency."""
-        async with self._sem:
-            c = self.counters
-            c.sent += 1
-            c.in_flight += 1
-            c.in_flight_max = max(c.in_flight_max, c.in_flight)
-            start = time.monotonic()
-            try:
-                return await self._send(wire), time.monotonic() - start
-            finally:
-                c.in_flight -= 1
+    async def _attempt(self, wire: bytes, at: int | None) -> tuple[int, _Outcome, float] | None:
+        """One HTTP attempt: (its endpoint, outcome, latency), timed once a slot is
+        free (the wait for a slot is queueing in this client, not the server's
+        latency). At endpoint `at` (a retry), else at the least busy live one;
+        None when `at` is taken out before a slot there is free."""
+        assert self._pool is not None
+        i = await self._pool.acquire(at)
+        if i is None:
+            return None
+        c = self.counters
+        c.sent += 1
+        c.in_flight += 1
+        c.in_flight_max = max(c.in_flight_max, c.in_flight)
+        start = time.monotonic()
+        try:
+            return i, await self._send(wire, self._sdks[i]), time.monotonic() - start
+        finally:
+            c.in_flight -= 1
+            self._pool.release(i)
 
-    async def _send(self, wire: bytes) -> _Outcome:
+    def _endpoint_url(self, i: int) -> str:
+        assert self._pool is not None
+        return self._pool.endpoints[i].url
+
+    def _take_out(self, i: int, attempts: list[dict[str, Any]], sha: str, label: str) -> bool:
+        """Take endpoint `i` out after a request's retries there ended in a connection
+        error; True when the request can go to another live endpoint."""
+        assert self._pool is not None
+        was_live = self._pool.live[i]
+        if not self._pool.take_out(i):
+            return False
+        if was_live:
+            left = sum(self._pool.live)
+            print(
+                f"llm: endpoint {self._endpoint_url(i)} taken out: request {sha}{_at(label)} "
+                f"still met a connection error at its attempt {attempts[-1]['attempt']} there "
+                f"({attempts[-1]['error']}); requests go to the {left} other live "
+                "endpoint(s) for the rest of this job",
+                file=sys.stderr,
+                flush=True,
+            )
+        return True
+
+    async def _send(self, wire: bytes, sdk: Any) -> _Outcome:
         """POST the recorded bytes through the SDK's raw path: no request model to
         transform and serialise, no response model to build (the body is the record)."""
         import httpx2
         import openai
 
-        assert self._sdk is not None
         try:
             async with asyncio.timeout(self.timeout):
-                r = await self._sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=wire)
+                r = await sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=wire)
             status = r.status_code
             # a 2xx/3xx other than 200 is no answer either; say so in the record
             error = None if status == 200 else self._scrub(server_error_text(status, r.content))
@@ -586,8 +649,11 @@ def _transport_cause(e: BaseException) -> BaseException | None:
     return None
 
 
-def _attempt_record(n: int, o: _Outcome, latency: float, why: str | None) -> dict[str, Any]:
-    """The response schema's `attempt`: raw body stored losslessly, sha256 of the raw bytes."""
+def _attempt_record(
+    n: int, o: _Outcome, latency: float, why: str | None, endpoint: str
+) -> dict[str, Any]:
+    """The response schema's `attempt`: raw body stored losslessly, sha256 of the raw bytes,
+    and the endpoint it was sent to (no part of the request, nor of its cache key)."""
     from grumem.jsonl import sha256_bytes
     from grumem.recording import stored_body
 
@@ -599,6 +665,7 @@ def _attempt_record(n: int, o: _Outcome, latency: float, why: str | None) -> dic
         "sha256": None if content is None else sha256_bytes(content),
         "latency_s": round(latency, 6),
         "error": o.error or why or None,
+        "endpoint": endpoint,
     }
 
 

@@ -23,11 +23,12 @@ T = TypeVar("T")
 
 @dataclass
 class LLMJob:
-    """A job's progress and the endpoint its client talks to (None in replay mode)."""
+    """A job's progress and the endpoints its client talks to (None in replay mode)."""
 
     llm: dict[str, Any]
-    base_url: str | None
+    base_url: str | list[Any] | None
     progress: Progress
+    max_in_flight: int | None = None  # the job's llm_slots; None: the endpoints' caps
 
     def run(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """`work(client)` in an event loop, with a client closed whatever happens."""
@@ -36,7 +37,9 @@ class LLMJob:
     async def _with_client(self, work: Callable[[Any], Awaitable[T]]) -> T:
         from grumem.llm.client import LLMClient
 
-        client = LLMClient.from_config(self.llm, base_url=self.base_url)
+        client = LLMClient.from_config(
+            self.llm, base_url=self.base_url, max_in_flight=self.max_in_flight
+        )
         try:
             return await work(client)
         finally:
@@ -46,10 +49,11 @@ class LLMJob:
 @contextmanager
 def llm_job(
     llm: dict[str, Any],
-    base_url: str | None,
+    base_url: str | list[Any] | None,
     outputs: Sequence[str | os.PathLike[str]],
     progress: Progress,
     log_path: str | os.PathLike[str] | None = None,
+    max_in_flight: int | None = None,
 ) -> Iterator[LLMJob]:
     """Check that `outputs` and the cache can be written, send `progress` to stderr and
     `log_path`, and start the embedded llama.cpp server when live with no `base_url`."""
@@ -69,7 +73,7 @@ def llm_job(
             server = stack.enter_context(LocalServer(**llm["local"]))
             base_url = server.base_url
             progress.emit()
-        yield LLMJob(llm, base_url, progress)
+        yield LLMJob(llm, base_url, progress, max_in_flight)
 
 
 def failed_requests_message(

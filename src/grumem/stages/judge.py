@@ -125,7 +125,7 @@ class JudgeSettings:
     """The judge's endpoint, model, sampling and grammar, resolved against `llm`."""
 
     model: str
-    base_url: str | None
+    base_url: str | list[Any] | None
     mode: str
     server_kind: str
     sampling: dict[str, Any]
@@ -293,7 +293,7 @@ async def judge_all(
     report_every: float = 5.0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Judge a stream of pairs with `workers` requests at most in flight; the client's
-    semaphore caps HTTP attempts. Returns (labels, unjudged), each sorted by pair."""
+    endpoint slots cap HTTP attempts. Returns (labels, unjudged), each sorted by pair."""
     labels: list[dict[str, Any]] = []
     unjudged: list[dict[str, Any]] = []
     # a bounded queue: only the pairs about to be sent are in memory, not the corpus
@@ -341,15 +341,18 @@ def run(
     log_path: str | os.PathLike[str] | None = None,
     label: str = "judge",
     template_path: str | os.PathLike[str] = DEFAULT_TEMPLATE,
+    max_in_flight: int | None = None,
 ) -> dict[str, int]:
-    """Judge every (query, chunk) of the chunk files; write labels and the side file atomically."""
+    """Judge every (query, chunk) of the chunk files; write labels and the side file atomically.
+    `max_in_flight` caps the requests in flight (None: the endpoints' caps)."""
     s = JudgeSettings.from_settings(settings)
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
     n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
     progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
     pairs = iter_pairs(chunk_paths, queries)
-    with llm_job(s.llm, s.base_url, [out_path, unjudged_path], progress, log_path) as job:
+    outputs = [out_path, unjudged_path]
+    with llm_job(s.llm, s.base_url, outputs, progress, log_path, max_in_flight) as job:
 
         async def work(client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             return await judge_all(client, pairs, s, template, progress, client.concurrency)
@@ -417,8 +420,6 @@ def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
 def main(args: argparse.Namespace) -> int:
     """`grumem judge`: a shard's labels; the summary to stderr and to `--log`."""
     settings = settings_from_args(args)
-    if args.concurrency is not None:
-        settings["llm"]["concurrency"] = max(1, args.concurrency)
     stats = run(
         args.chunks,
         args.queries,
@@ -427,6 +428,7 @@ def main(args: argparse.Namespace) -> int:
         settings,
         label=f"judge {args.project}",
         template_path=args.template or DEFAULT_TEMPLATE,
+        max_in_flight=None if args.concurrency is None else max(1, args.concurrency),
     )
     # stderr goes to --log too (cli.main), progress and this summary alike
     print(format_summary(stats, args.out, args.unparsed), file=sys.stderr)

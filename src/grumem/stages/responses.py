@@ -165,12 +165,14 @@ def run(
     settings: dict[str, Any],
     log_path: str | os.PathLike[str] | None = None,
     label: str | None = None,
+    max_in_flight: int | None = None,
 ) -> dict[str, int]:
-    """Run the loop over a prompts file and write its responses file atomically."""
+    """Run the loop over a prompts file and write its responses file atomically;
+    `max_in_flight` caps the requests in flight (None: the endpoints' caps)."""
     s = LoopSettings.from_settings(settings)
     prompts = list(read_jsonl(prompts_path, "prompt"))
     progress = Progress(len(prompts), label or str(prompts_path))
-    with llm_job(s.llm, s.llm["base_url"], [out_path], progress, log_path) as job:
+    with llm_job(s.llm, s.llm["base_url"], [out_path], progress, log_path, max_in_flight) as job:
         records = job.run(lambda client: run_shard(client, prompts, s, progress))
     failure = failed_requests(records, out_path)
     if failure is not None:
@@ -209,11 +211,10 @@ def main(args: argparse.Namespace) -> int:
     from grumem.config import settings_from_args
 
     settings = settings_from_args(args)
-    if args.concurrency is not None:
-        # Snakemake may scale the job's llm_slots down to the global cap; the
-        # job then keeps exactly that many requests in flight
-        settings["llm"]["concurrency"] = max(1, args.concurrency)
+    # Snakemake may scale the job's llm_slots down to the global cap; the job
+    # then keeps at most that many requests in flight across its endpoints
+    slots = None if args.concurrency is None else max(1, args.concurrency)
     # no log_path: the command's stderr, progress included, goes to --log (cli.main)
-    stats = run(args.prompts, args.out, settings, label=args.prompts)
+    stats = run(args.prompts, args.out, settings, label=args.prompts, max_in_flight=slots)
     print(f"responses: {stats}", file=sys.stderr)
     return 0
