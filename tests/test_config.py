@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from workflow_helpers import snakemake, write_config
 
-from grumem.config import check_config_files, load_config, load_queries, load_yaml
+from grumem.config import check_config_files, load_config, load_queries, load_yaml, validate_config
 from grumem.jsonl import RecordError
 
 QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
@@ -90,3 +90,73 @@ def test_snakemake_refuses_a_config_file_with_duplicate_keys(tmp_path: Path) -> 
     proc = snakemake(tmp_path, "-n", "all", check=False)
     assert proc.returncode != 0
     assert "duplicate key 'shard_size'" in proc.stdout + proc.stderr
+
+
+def config_with_base_url(base_url: object) -> dict:
+    return {"projects": {"p": {"chunks": "c", "queries": "q"}}, "llm": {"base_url": base_url}}
+
+
+@pytest.mark.parametrize(
+    "base_url,field,why",
+    [
+        (
+            ["http://a/v1", {"url": "http://b/v1", "concurrency": 0}],
+            "llm.base_url[1].concurrency",
+            "0 is less than the minimum of 1",
+        ),
+        (
+            ["http://a/v1", {"url": "http://b/v1", "concurrency": 2.0}],
+            "llm.base_url[1].concurrency",
+            "2.0 is not of type 'integer'",
+        ),
+        ([{"concurrency": 2}], "llm.base_url[0]", "'url' is a required property"),
+        (
+            ["http://a/v1", {"url": "http://b/v1", "cap": 2}],
+            "llm.base_url[1]",
+            "'cap' was unexpected",
+        ),
+        (["http://a/v1", ""], "llm.base_url[1]", "should be non-empty"),
+        ([], "llm.base_url", "should be non-empty"),
+        (8000, "llm.base_url", "is not of type 'string', 'null', 'array'"),
+    ],
+)
+def test_a_list_of_endpoints_names_the_bad_item(base_url: object, field: str, why: str) -> None:
+    with pytest.raises(RecordError) as e:
+        validate_config(config_with_base_url(base_url))
+    assert e.value.field == field
+    assert why in e.value.why
+
+
+def test_a_list_of_endpoints_is_a_valid_base_url() -> None:
+    listed = ["http://gpu01:8000/v1", {"url": "http://gpu02:8000/v1", "concurrency": 256}]
+    for base_url in (listed, "http://gpu01:8000/v1", None):
+        assert validate_config(config_with_base_url(base_url))["llm"]["base_url"] == base_url
+
+
+def test_snakemake_names_the_endpoint_field_and_asks_for_the_sum_of_the_caps(
+    tmp_path: Path,
+) -> None:
+    bad = [
+        {"url": "http://127.0.0.1:9/v1", "concurrency": 4},
+        {"url": "http://127.0.0.1:8/v1", "concurrency": 0},
+    ]
+    write_config(tmp_path, bad)
+    proc = snakemake(tmp_path, "-n", "all", check=False)
+    assert proc.returncode != 0
+    assert (
+        "field 'llm.base_url[1].concurrency' 0 is less than the minimum"
+        in proc.stdout + proc.stderr
+    )
+    write_config(tmp_path, ["http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/"])
+    proc = snakemake(tmp_path, "-n", "all", check=False)
+    assert proc.returncode != 0
+    assert "llm.base_url[1]: http://127.0.0.1:9/v1/ is listed twice" in proc.stdout + proc.stderr
+    # 4 (llm.concurrency, write_config's) + 7: each responses job asks for 11 llm_slots
+    write_config(
+        tmp_path, ["http://127.0.0.1:9/v1", {"url": "http://127.0.0.1:8/v1", "concurrency": 7}]
+    )
+    proc = snakemake(tmp_path, "-n", "all", "--resources", "llm_slots=100")
+    assert proc.stdout.count("llm_slots=11,") == 2  # the demo's two responses jobs
+    # a global cap below a job's ask scales it down: --concurrency 5, the total of that job
+    proc = snakemake(tmp_path, "-n", "all", "--resources", "llm_slots=5")
+    assert proc.stdout.count("llm_slots=5,") == 2 and "llm_slots=11" not in proc.stdout
