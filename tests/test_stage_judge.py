@@ -254,6 +254,28 @@ def test_replay_reproduces_labels_byte_for_byte(judged, tmp_path):
     assert not (tmp_path / "m.jsonl").exists() and not (tmp_path / "v.jsonl").exists()
 
 
+@pytest.mark.parametrize("where", ["llm", "judge"])
+def test_a_list_of_endpoints_judges_as_one_server_does(judged, fake_server, tmp_path, where):
+    """llm.base_url (or labels.judge.base_url) as a list: the judge's client sends to
+    both endpoints, each under its cap, and the labels are the one-server labels."""
+    a = fake_server(judge_script(latency_s=0.02))
+    b = fake_server(judge_script(latency_s=0.02))
+    listed = [{"url": a.base_url, "concurrency": 2}, b.base_url]
+    if where == "llm":
+        settings = make_settings(listed, tmp_path / "cache")
+    else:
+        settings = make_settings(
+            "http://127.0.0.1:9/v1", tmp_path / "cache", judge={"base_url": listed}
+        )
+    out, side = tmp_path / "labels.jsonl", tmp_path / "unjudged.jsonl"
+    stats = run([judged["chunks"]], QUERIES, out, side, settings, max_in_flight=5)
+    assert out.read_bytes() == (judged["work"] / "labels.jsonl").read_bytes()
+    assert (stats["labelled"], stats["sent"]) == (72, 72)
+    sa, sb = a.stats(), b.stats()
+    assert sa["answered"] + sb["answered"] == 72 and sa["answered"] > 0 and sb["answered"] > 0
+    assert sa["in_flight_max"] <= 2 and sa["in_flight_max"] + sb["in_flight_max"] <= 5
+
+
 def test_kappa_against_the_demo_calibration(judged, tmp_path):
     record = run_kappa(
         str(judged["work"] / "labels.jsonl"),
