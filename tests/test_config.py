@@ -3,10 +3,11 @@ every error names the file and line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from workflow_helpers import snakemake, write_config
+from workflow_helpers import demo_project, snakemake, write_config
 
 from grumem.config import check_config_files, load_config, load_queries, load_yaml, validate_config
 from grumem.jsonl import RecordError
@@ -160,3 +161,16 @@ def test_snakemake_names_the_endpoint_field_and_asks_for_the_sum_of_the_caps(
     # a global cap below a job's ask scales it down: --concurrency 5, the total of that job
     proc = snakemake(tmp_path, "-n", "all", "--resources", "llm_slots=5")
     assert proc.stdout.count("llm_slots=5,") == 2 and "llm_slots=11" not in proc.stdout
+
+
+def test_the_judge_asks_for_its_own_endpoints_slots(tmp_path: Path) -> None:
+    judge = {
+        "base_url": [{"url": "http://127.0.0.1:9/v1", "concurrency": 3}, "http://127.0.0.1:8/v1"]
+    }
+    project = demo_project(labels={"source": "judge", "judge": judge})
+    write_config(tmp_path, "http://127.0.0.1:7/v1", projects={"demo": project})
+    proc = snakemake(tmp_path, "-n", "all", "--resources", "llm_slots=100")
+    job = re.compile(r"rule (\w+):\n(?:    .*\n)*?    resources: [^\n]*llm_slots=(\d+)")
+    slots = {(rule, int(n)) for rule, n in job.findall(proc.stdout)}
+    # judge: 3 + llm.concurrency (4); responses: llm.concurrency, its one URL
+    assert slots == {("judge", 7), ("responses", 4)}
