@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grumem.jsonl import RecordError, validate
 from grumem.llm.cache import ResponseCache
@@ -369,3 +371,67 @@ def test_no_request_waits_forever_when_an_endpoint_dies_under_load(tmp_path, fak
     [exchanges] = run_all(client, [body_for(i) for i in range(10)])
     assert all(ex.ok for ex in exchanges)
     assert time.monotonic() - t0 < 10
+
+
+# --------------------------------------------------------- the pool's invariants, at random
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("acquire"), st.one_of(st.none(), st.integers(0, 3))),
+        st.tuples(st.just("release"), st.integers(0, 50)),
+        st.tuples(st.just("take_out"), st.integers(0, 3)),
+    ),
+    max_size=60,
+)
+
+
+@given(caps=st.lists(st.integers(1, 3), min_size=1, max_size=4), total=st.integers(1, 8), ops=OPS)
+@settings(max_examples=200, deadline=None)
+def test_pool_invariants_under_any_sequence(caps: list[int], total: int, ops: list) -> None:
+    """Whatever the order of acquires, releases and take-outs: no endpoint over its
+    cap, the total never over its cap, a new request always at a least busy live
+    endpoint, and nobody left waiting while a slot it may take is free."""
+
+    async def go() -> None:
+        pool = EndpointPool([Endpoint(f"e{i}", c) for i, c in enumerate(caps)], total)
+        held: list[int] = []
+        waiting: list[asyncio.Task] = []
+
+        async def settle() -> None:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            for task in [t for t in waiting if t.done()]:
+                waiting.remove(task)
+                if task.result() is not None:
+                    held.append(task.result())
+
+        for op, arg in ops:
+            if op == "acquire":
+                bound = None if arg is None or arg >= len(caps) else arg
+                before = list(pool.in_flight)
+                free = [i for i in range(len(caps)) if pool.live[i] and before[i] < caps[i]]
+                fast = not pool._any and sum(before) < total and bool(free)
+                task = asyncio.ensure_future(pool.acquire(bound))
+                waiting.append(task)
+                await settle()
+                if bound is None and fast:
+                    assert task.done()
+                    assert before[task.result()] == min(before[i] for i in free)
+            elif op == "release" and held:
+                pool.release(held.pop(arg % len(held)))
+            elif op == "take_out" and arg < len(caps):
+                pool.take_out(arg)
+            await settle()
+            assert sorted(held) == sorted(i for i, n in enumerate(pool.in_flight) for _ in range(n))
+            assert all(n <= c for n, c in zip(pool.in_flight, caps, strict=True))
+            assert pool.busy == len(held) <= total and any(pool.live)
+            if pool._any:  # a waiting new request: no live endpoint has a slot for it
+                assert pool._pick() is None
+            for i, queue in enumerate(pool._bound):
+                assert not [f for f in queue if not f.done()] or (
+                    pool.live[i] and not pool._free(i)
+                )
+        for task in waiting:
+            task.cancel()
+
+    asyncio.run(go())
