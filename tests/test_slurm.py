@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -218,6 +219,73 @@ def test_profiles_are_accepted_by_snakemake(tmp_path: Path) -> None:
         assert "llm_slots=1" in proc.stdout, proc.stdout
 
 
+def _group_jobs(dry_run_output: str) -> dict[str, int]:
+    """Group name -> group jobs in a dry run's plan."""
+    return dict(Counter(re.findall(r"Group job (\S+) \(jobs", dry_run_output)))
+
+
+@pytest.mark.slow
+def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
+    """Through the SLURM profile (a dry run: no cluster needed) a shard's prompts,
+    responses and gates are one group job, a project's log, kappa, export and
+    plots another, 8 shards' chunk jobs a third, and sessions no cluster job."""
+    from workflow_helpers import demo_project, write_config
+
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    for i in range(20):
+        (transcripts / f"session-{i:02d}.jsonl").write_text(
+            f'{{"role": "user", "text": "question {i}"}}\n'
+            f'{{"role": "assistant", "text": "answer {i}"}}\n',
+            encoding="utf-8",
+        )
+    project = demo_project(transcripts={"glob": str(transcripts / "*.jsonl"), "format": "records"})
+    del project["chunks"]
+    work = tmp_path / "work"
+    work.mkdir()
+    # 20 transcripts, 2 to a shard: 10 shards, 10 chunk jobs in ceil(10 / 8) = 2 group jobs
+    write_config(work, "http://127.0.0.1:9/v1", projects={"talks": project}, shard_size=2)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(WORKFLOW_SNAKEFILE),
+            "--workflow-profile",
+            str(SLURM_PROFILE),
+            "--directory",
+            str(work),
+            "--dry-run",
+            "all",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert _group_jobs(proc.stdout) == {"chunk": 2, "rollout": 10, "corpus": 1}, proc.stdout
+    # every job but sessions and all is in a group (that sessions, a localrule,
+    # is no cluster job shows in test_demo_export_on_slurm_matches_local)
+    plan = proc.stdout.split("Job stats:")[1]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, flags=re.MULTILINE))
+    assert counts == {
+        "chunk": "10",
+        "sessions": "1",
+        "prompts": "10",
+        "responses": "10",
+        "gates": "10",
+        "log": "1",
+        "kappa": "1",
+        "export": "1",
+        "report_plots": "1",
+        "all": "1",
+        "total": "46",
+    }, plan
+
+
 @pytest.mark.slow
 def test_smoke_workflow_runs_through_slurm(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
     """Every job of the smoke workflow is an sbatch job that SLURM ran to COMPLETED."""
@@ -298,6 +366,7 @@ def test_demo_export_on_slurm_matches_local(
     assert 3 * len(submitted) <= DEMO_SUBMISSIONS_UNGROUPED, proc.stdout[-6000:]
     assert proc.stdout.count("Group job rollout") == 2, proc.stdout[-6000:]
     assert proc.stdout.count("Group job corpus") == 1, proc.stdout[-6000:]
+    assert len(submitted) == 3, proc.stdout[-6000:]  # sessions ran in this process
     assert server.stats()["requests"] == 2 * sent_locally == 144
 
     corpus = Path("results/demo/corpus")
