@@ -188,6 +188,9 @@ def test_profiles_are_accepted_by_snakemake(tmp_path: Path) -> None:
     # llm_slots is a global resource (a cap across jobs), never a per-job default.
     assert "llm_slots" in slurm["resources"]
     assert "llm_slots" not in slurm["default-resources"]
+    # A group job runs its jobs one at a time on the node: at cores 1 it asks
+    # for 1 CPU and the sum of their runtimes, not the width of a parallel layer.
+    assert slurm["cores"] == 1
     # Without an accounting database sacct fails and the run hangs: poll squeue,
     # which the plugin only does while MinJobAge >= 3 x the first check delay.
     assert slurm["slurm-status-command"] == "squeue"
@@ -226,9 +229,9 @@ def _group_jobs(dry_run_output: str) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
-    """Through the SLURM profile (a dry run: no cluster needed) a shard's prompts,
-    responses and gates are one group job, a project's log, kappa, export and
-    plots another, 8 shards' chunk jobs a third, and sessions no cluster job."""
+    """Through the SLURM profile (a dry run: no cluster needed) 4 shards' prompts,
+    responses and gates are one group job, 8 shards' chunk jobs another, and a
+    project's log, kappa, export and plots a third."""
     from workflow_helpers import demo_project, write_config
 
     transcripts = tmp_path / "transcripts"
@@ -243,7 +246,8 @@ def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
     del project["chunks"]
     work = tmp_path / "work"
     work.mkdir()
-    # 20 transcripts, 2 to a shard: 10 shards, 10 chunk jobs in ceil(10 / 8) = 2 group jobs
+    # 20 transcripts, 2 to a shard: 10 shards, in ceil(10 / 8) = 2 chunk group jobs
+    # and ceil(10 / 4) = 3 rollout group jobs
     write_config(work, "http://127.0.0.1:9/v1", projects={"talks": project}, shard_size=2)
     proc = subprocess.run(
         [
@@ -266,9 +270,8 @@ def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert _group_jobs(proc.stdout) == {"chunk": 2, "rollout": 10, "corpus": 1}, proc.stdout
-    # every job but sessions and all is in a group (that sessions, a localrule,
-    # is no cluster job shows in test_demo_export_on_slurm_matches_local)
+    assert _group_jobs(proc.stdout) == {"chunk": 2, "rollout": 3, "corpus": 1}, proc.stdout
+    # every job but sessions and all (a localrule) is in a group
     plan = proc.stdout.split("Job stats:")[1]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, flags=re.MULTILINE))
     assert counts == {
@@ -361,12 +364,12 @@ def test_demo_export_on_slurm_matches_local(
     submitted = SUBMITTED_RE.findall(proc.stdout)
     print(f"demo sbatch submissions: {len(submitted)}, ungrouped {DEMO_SUBMISSIONS_UNGROUPED}")
     assert submitted, "no job went through SLURM"
-    # Job groups: a shard's prompts, responses and gates are one cluster job, a
-    # project's log, kappa, export and plots another; the sessions index is local.
+    # Job groups: both shards' prompts, responses and gates are one cluster job, the
+    # project's log, kappa, export and plots another, the sessions index a third.
     assert 3 * len(submitted) <= DEMO_SUBMISSIONS_UNGROUPED, proc.stdout[-6000:]
-    assert proc.stdout.count("Group job rollout") == 2, proc.stdout[-6000:]
+    assert proc.stdout.count("Group job rollout") == 1, proc.stdout[-6000:]
     assert proc.stdout.count("Group job corpus") == 1, proc.stdout[-6000:]
-    assert len(submitted) == 3, proc.stdout[-6000:]  # sessions ran in this process
+    assert len(submitted) == 3, proc.stdout[-6000:]
     assert server.stats()["requests"] == 2 * sent_locally == 144
 
     corpus = Path("results/demo/corpus")

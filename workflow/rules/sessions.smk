@@ -7,9 +7,6 @@ rule sessions:
         "logs/sessions/{project}.log",
     benchmark:
         "benchmarks/sessions/{project}.tsv"
-    # a project's one index, read by every shard: on a cluster it runs in the
-    # Snakemake process (it only reads the session ids), not as a cluster job
-    localrule: True
     conda:
         "../../environment.yml"
     params:
