@@ -77,11 +77,12 @@ def run_snakemake_on_slurm(
     targets: Sequence[str] = (),
     *,
     snakefile: Path = WORKFLOW_SNAKEFILE,
+    profile: Path = SLURM_PROFILE,
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     timeout: float = 600,
 ) -> subprocess.CompletedProcess:
-    """Run `snakemake TARGETS` in WORKDIR through the SLURM profile; stdout and stderr merged.
+    """Run `snakemake TARGETS` in WORKDIR through PROFILE (SLURM's); stdout and stderr merged.
 
     Jobs on the node run this interpreter's snakemake by absolute path, which
     exists there because the node is this machine. The cluster must be up
@@ -94,7 +95,7 @@ def run_snakemake_on_slurm(
         "--snakefile",
         str(snakefile),
         "--workflow-profile",
-        str(SLURM_PROFILE),
+        str(profile),
         "--directory",
         str(workdir),
         *extra_args,
@@ -109,6 +110,15 @@ def run_snakemake_on_slurm(
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def _dry_run(
+    snakefile: Path, profile: Path, workdir: Path, *targets: str
+) -> subprocess.CompletedProcess:
+    """`snakemake --dry-run` through PROFILE: no cluster needed."""
+    return run_snakemake_on_slurm(
+        workdir, targets, snakefile=snakefile, profile=profile, extra_args=["--dry-run"]
     )
 
 
@@ -199,25 +209,7 @@ def test_profiles_are_accepted_by_snakemake(tmp_path: Path) -> None:
     assert "llm_slots" in default["resources"]
     assert "executor" not in default
     for profile in (SLURM_PROFILE, DEFAULT_PROFILE):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "--snakefile",
-                str(SMOKE_SNAKEFILE),
-                "--workflow-profile",
-                str(profile),
-                "--directory",
-                str(tmp_path),
-                "--dry-run",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = _dry_run(SMOKE_SNAKEFILE, profile, tmp_path)
         assert proc.returncode == 0, f"{profile.name}:\n{proc.stdout}"
         assert "llm_slots=1" in proc.stdout, proc.stdout
 
@@ -249,26 +241,7 @@ def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
     # 20 transcripts, 2 to a shard: 10 shards, in ceil(10 / 8) = 2 chunk group jobs
     # and ceil(10 / 4) = 3 rollout group jobs
     write_config(work, "http://127.0.0.1:9/v1", projects={"talks": project}, shard_size=2)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(WORKFLOW_SNAKEFILE),
-            "--workflow-profile",
-            str(SLURM_PROFILE),
-            "--directory",
-            str(work),
-            "--dry-run",
-            "all",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = _dry_run(WORKFLOW_SNAKEFILE, SLURM_PROFILE, work, "all")
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert _group_jobs(proc.stdout) == {"chunk": 2, "rollout": 3, "corpus": 1}, proc.stdout
     # every job but sessions and all (a localrule) is in a group
