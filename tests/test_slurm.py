@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,10 @@ CLUSTER_MIN_JOB_AGE_S = 300
 CLUSTER_LOCK = Path("/run/lock/grumem-slurm-tests.lock")
 CLUSTER_LOCK_WAIT_S = 600
 SUBMITTED_RE = re.compile(r"has been submitted with SLURM jobid (\d+)")
+# sbatch submissions of the demo before job groups (issue 16), counted with
+# SUBMITTED_RE on main at e5008db: one per job but `all` (sessions, 2 x prompts,
+# 2 x responses, 2 x gates, log, kappa, export, report_plots).
+DEMO_SUBMISSIONS_UNGROUPED = 11
 
 
 def _load_profile(profile: Path) -> dict:
@@ -72,11 +77,12 @@ def run_snakemake_on_slurm(
     targets: Sequence[str] = (),
     *,
     snakefile: Path = WORKFLOW_SNAKEFILE,
+    profile: Path = SLURM_PROFILE,
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     timeout: float = 600,
 ) -> subprocess.CompletedProcess:
-    """Run `snakemake TARGETS` in WORKDIR through the SLURM profile; stdout and stderr merged.
+    """Run `snakemake TARGETS` in WORKDIR through PROFILE (SLURM's); stdout and stderr merged.
 
     Jobs on the node run this interpreter's snakemake by absolute path, which
     exists there because the node is this machine. The cluster must be up
@@ -89,7 +95,7 @@ def run_snakemake_on_slurm(
         "--snakefile",
         str(snakefile),
         "--workflow-profile",
-        str(SLURM_PROFILE),
+        str(profile),
         "--directory",
         str(workdir),
         *extra_args,
@@ -104,6 +110,15 @@ def run_snakemake_on_slurm(
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def _dry_run(
+    snakefile: Path, profile: Path, workdir: Path, *targets: str
+) -> subprocess.CompletedProcess:
+    """`snakemake --dry-run` through PROFILE: no cluster needed."""
+    return run_snakemake_on_slurm(
+        workdir, targets, snakefile=snakefile, profile=profile, extra_args=["--dry-run"]
     )
 
 
@@ -183,6 +198,9 @@ def test_profiles_are_accepted_by_snakemake(tmp_path: Path) -> None:
     # llm_slots is a global resource (a cap across jobs), never a per-job default.
     assert "llm_slots" in slurm["resources"]
     assert "llm_slots" not in slurm["default-resources"]
+    # A group job runs its jobs one at a time on the node: at cores 1 it asks
+    # for 1 CPU and the sum of their runtimes, not the width of a parallel layer.
+    assert slurm["cores"] == 1
     # Without an accounting database sacct fails and the run hangs: poll squeue,
     # which the plugin only does while MinJobAge >= 3 x the first check delay.
     assert slurm["slurm-status-command"] == "squeue"
@@ -191,27 +209,57 @@ def test_profiles_are_accepted_by_snakemake(tmp_path: Path) -> None:
     assert "llm_slots" in default["resources"]
     assert "executor" not in default
     for profile in (SLURM_PROFILE, DEFAULT_PROFILE):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "--snakefile",
-                str(SMOKE_SNAKEFILE),
-                "--workflow-profile",
-                str(profile),
-                "--directory",
-                str(tmp_path),
-                "--dry-run",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = _dry_run(SMOKE_SNAKEFILE, profile, tmp_path)
         assert proc.returncode == 0, f"{profile.name}:\n{proc.stdout}"
         assert "llm_slots=1" in proc.stdout, proc.stdout
+
+
+def _group_jobs(dry_run_output: str) -> dict[str, int]:
+    """Group name -> group jobs in a dry run's plan."""
+    return dict(Counter(re.findall(r"Group job (\S+) \(jobs", dry_run_output)))
+
+
+@pytest.mark.slow
+def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
+    """Through the SLURM profile (a dry run: no cluster needed) 4 shards' prompts,
+    responses and gates are one group job, 8 shards' chunk jobs another, and a
+    project's log, kappa, export and plots a third."""
+    from workflow_helpers import demo_project, write_config
+
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    for i in range(20):
+        (transcripts / f"session-{i:02d}.jsonl").write_text(
+            f'{{"role": "user", "text": "question {i}"}}\n'
+            f'{{"role": "assistant", "text": "answer {i}"}}\n',
+            encoding="utf-8",
+        )
+    project = demo_project(transcripts={"glob": str(transcripts / "*.jsonl"), "format": "records"})
+    del project["chunks"]
+    work = tmp_path / "work"
+    work.mkdir()
+    # 20 transcripts, 2 to a shard: 10 shards, in ceil(10 / 8) = 2 chunk group jobs
+    # and ceil(10 / 4) = 3 rollout group jobs
+    write_config(work, "http://127.0.0.1:9/v1", projects={"talks": project}, shard_size=2)
+    proc = _dry_run(WORKFLOW_SNAKEFILE, SLURM_PROFILE, work, "all")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert _group_jobs(proc.stdout) == {"chunk": 2, "rollout": 3, "corpus": 1}, proc.stdout
+    # every job but sessions and all (a localrule) is in a group
+    plan = proc.stdout.split("Job stats:")[1]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, flags=re.MULTILINE))
+    assert counts == {
+        "chunk": "10",
+        "sessions": "1",
+        "prompts": "10",
+        "responses": "10",
+        "gates": "10",
+        "log": "1",
+        "kappa": "1",
+        "export": "1",
+        "report_plots": "1",
+        "all": "1",
+        "total": "46",
+    }, plan
 
 
 @pytest.mark.slow
@@ -269,7 +317,8 @@ def test_failing_job_is_reported_failed(slurm_cluster: dict[str, str], tmp_path:
 def test_demo_export_on_slurm_matches_local(
     slurm_cluster: dict[str, str], tmp_path: Path, fake_server
 ) -> None:
-    """The demo corpus built through SLURM equals the local build byte for byte.
+    """The demo corpus built through SLURM equals the local build byte for byte,
+    in a third of the cluster jobs it took before job groups.
 
     Both runs talk to the same fake LLM server with caches of their own, so
     each really sends its requests; only recorded latencies may differ, and
@@ -285,7 +334,15 @@ def test_demo_export_on_slurm_matches_local(
     sent_locally = server.stats()["requests"]
     proc = run_snakemake_on_slurm(cluster, ["all"], env=slurm_cluster, timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert SUBMITTED_RE.search(proc.stdout), "no job went through SLURM"
+    submitted = SUBMITTED_RE.findall(proc.stdout)
+    print(f"demo sbatch submissions: {len(submitted)}, ungrouped {DEMO_SUBMISSIONS_UNGROUPED}")
+    assert submitted, "no job went through SLURM"
+    # Job groups: both shards' prompts, responses and gates are one cluster job, the
+    # project's log, kappa, export and plots another, the sessions index a third.
+    assert 3 * len(submitted) <= DEMO_SUBMISSIONS_UNGROUPED, proc.stdout[-6000:]
+    assert proc.stdout.count("Group job rollout") == 1, proc.stdout[-6000:]
+    assert proc.stdout.count("Group job corpus") == 1, proc.stdout[-6000:]
+    assert len(submitted) == 3, proc.stdout[-6000:]
     assert server.stats()["requests"] == 2 * sent_locally == 144
 
     corpus = Path("results/demo/corpus")
