@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.tokens import count_tokens, count_tokens_around, encoding
+from grumem.tokens import count_tokens, count_tokens_around, encoding, token_bound
 
 
 def test_counts_are_cl100k() -> None:
@@ -78,3 +78,10 @@ def test_count_tokens_around_on_the_template_equals_the_direct_count() -> None:
     head, tail = template.split("{memory}")
     for memory in ["No previous memory", "The bus left at 9.\nIt was red.", "\n x", ""]:
         assert count_tokens_around(head, memory, tail) == count_tokens(head + memory + tail)
+
+
+@given(_TEXTS)
+@settings(max_examples=600, deadline=None)
+def test_token_bound_is_never_below_the_count(text: str) -> None:
+    """Budget checks that pass on the bound skip the encoder (issue 15): it must bound."""
+    assert token_bound(text) >= count_tokens(text)

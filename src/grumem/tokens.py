@@ -36,6 +36,15 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
+def token_bound(text: str) -> int:
+    """An upper bound of count_tokens(text) without the encoder: its UTF-8 length.
+
+    Every cl100k token is at least one byte, so a text within a budget in bytes is
+    within it in tokens; a check that passes on this bound needs no encoder (whose
+    load is most of a small job's start-up), and only a text near its limit is counted."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def count_tokens(text: str) -> int:
     """Number of cl100k tokens in `text`; special-token text counts as plain text."""
     return len(encoding().encode(text, disallowed_special=()))
