@@ -85,3 +85,22 @@ def test_count_tokens_around_on_the_template_equals_the_direct_count() -> None:
 def test_token_bound_is_never_below_the_count(text: str) -> None:
     """Budget checks that pass on the bound skip the encoder (issue 15): it must bound."""
     assert token_bound(text) >= count_tokens(text)
+
+
+def test_the_cached_encoding_is_the_registry_s(tmp_path: Path) -> None:
+    """grumem.startup_cache keeps the constructor's arguments (issue 15): the encoding
+    made from the cache, and the one made the first time, are tiktoken's own."""
+    code = (
+        "import tiktoken; from grumem.tokens import encoding, ENCODING_NAME\n"
+        "mine, ref = encoding(), tiktoken.get_encoding(ENCODING_NAME)\n"
+        "assert mine._pat_str == ref._pat_str and mine._special_tokens == ref._special_tokens\n"
+        "assert mine._mergeable_ranks == ref._mergeable_ranks and mine.n_vocab == ref.n_vocab\n"
+        "text = 'Hello wörld 123 <|endoftext|>\\n\\n  x'\n"
+        "kw = {'disallowed_special': ()}\n"
+        "assert mine.encode(text, **kw) == ref.encode(text, **kw)\n"
+    )
+    env = dict(os.environ, GRUMEM_CACHE_DIR=str(tmp_path / "cache"), TIKTOKEN_CACHE_DIR="")
+    for _ in ("made", "read from the cache"):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    assert len(list((tmp_path / "cache" / "data").iterdir())) == 1

@@ -5,7 +5,7 @@ Every stage job validates the sections it is given (`--settings`,
 The reference is grumem.config.validate_config (jsonschema and the FAQ's
 default-filling recipe); jsonschema alone took ~80 ms to import, each job.
 Here the same defaults are filled by a walk of the schema and the result is
-checked by fastjsonschema (cached, grumem.validator_cache). Anything this
+checked by fastjsonschema (cached, grumem.startup_cache). Anything this
 path cannot decide, or rejects, goes to the reference, whose error names the
 field: so this path only ever accepts, with the reference's result
 (tests/test_config.py compares the two on generated sections).

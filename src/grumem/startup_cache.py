@@ -1,15 +1,16 @@
-"""Compiled schema validators kept across processes, keyed by what they are made from.
+"""What every job would otherwise rebuild at start-up, kept across processes.
 
-Every stage job is a fresh process that validates its records with
-fastjsonschema; generating and compiling a schema's validator took ~10 ms a
-schema, every job. The generated module is written once under the user cache
-directory, named by the sha256 of its inputs (the schema, its formats, the
-generator's version, fastjsonschema's version): a changed schema is another
-name, so a stale validator is never found. The entry is the compiled bytecode
-(marshal), keyed also by Python's bytecode version.
+Every stage job is a fresh process. Two things it needs took most of a small
+job's start-up: fastjsonschema's validator of each schema it reads or writes
+(generated and compiled: ~10 ms a schema) and tiktoken's ranks (a 1.7 MB text
+file of base64, ~0.15 s to parse). Each is made once and kept under the user
+cache directory as marshal data, named by the sha256 of everything it is made
+from (the schema, the generator's and fastjsonschema's versions, the ranks
+file's sha256, Python's bytecode version): a changed input is another name, so
+a stale entry is never found.
 
-The cache is only a cache: a directory that cannot be written means compiling
-in memory, as before, with the same validator.
+It is only a cache: an entry that cannot be read is made again, and a
+directory that cannot be written means making it in memory, as before.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def cache_dir() -> Path:
 
 
 def cache_key(inputs: Any) -> str:
-    """sha256 of the JSON of `inputs`, fastjsonschema's version and Python's bytecode tag."""
+    """sha256 of the JSON of `inputs`, fastjsonschema's version and Python's marshal version."""
     text = json.dumps(
         {
             "inputs": inputs,
@@ -57,10 +58,10 @@ def cache_key(inputs: Any) -> str:
 def cached_validator(inputs: Any, generate: Callable[[], str]) -> Callable[[Any], Any]:
     """The `validate` function of the module `generate()` returns, made from `inputs`
     (JSON data naming everything the code depends on)."""
-    key = cache_key(inputs)
+    key = cache_key({"validator": inputs})
     path = cache_dir() / "validators" / f"{key}.marshal"
     code = _read(path)
-    if code is None:
+    if not isinstance(code, CodeType):
         code = compile(generate(), f"<validator {key[:12]}>", "exec")
         _write(path, marshal.dumps(code))
     namespace: dict[str, Any] = {}
@@ -68,14 +69,25 @@ def cached_validator(inputs: Any, generate: Callable[[], str]) -> Callable[[Any]
     return namespace["validate"]
 
 
-def _read(path: Path) -> CodeType | None:
-    # bytecode is cached by hand: PYTHONDONTWRITEBYTECODE is common, and __pycache__
-    # would still re-read the source's mtime; a broken entry is made again
+def cached_data(inputs: Any, make: Callable[[], Any]) -> Any:
+    """`make()` (a value marshal can write: str, bytes, numbers, dicts, lists...), made
+    from `inputs` (JSON data naming everything it depends on)."""
+    key = cache_key({"data": inputs})
+    path = cache_dir() / "data" / f"{key}.marshal"
+    value = _read(path)
+    if value is None:
+        value = make()
+        _write(path, marshal.dumps(value))
+    return value
+
+
+def _read(path: Path) -> Any:
+    # bytecode is kept by hand: PYTHONDONTWRITEBYTECODE is common, and __pycache__
+    # would still read the source; a missing or broken entry is None, made again
     try:
-        code = marshal.loads(path.read_bytes())
+        return marshal.loads(path.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
         return None
-    return code if isinstance(code, CodeType) else None
 
 
 def _write(path: Path, data: bytes) -> None:

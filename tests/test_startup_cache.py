@@ -1,4 +1,4 @@
-"""grumem.validator_cache: compiled validators kept across jobs, never stale (issue 15)."""
+"""grumem.startup_cache: compiled validators kept across jobs, never stale (issue 15)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import fastjsonschema
 import pytest
 
 from grumem import jsonl
-from grumem.validator_cache import cache_dir, cached_validator
+from grumem.startup_cache import cache_dir, cached_validator
 
 
 @pytest.fixture
