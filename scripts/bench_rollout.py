@@ -25,7 +25,11 @@
    cost per turn. A replay miss fails the run, so the cache keys are proven
    to match.
 
-The last line is `efficiency=<ratio>` against the free-running schedule.
+The last line, read by scripts/bench.py (`make bench`), is
+`rollout client_ms_per_turn=<f> efficiency=<f> prompts_ms=<f> responses_ms=<f>
+gates_ms=<f> log_ms=<f> replay_ms_per_turn=<f>`: the client's CPU per turn, the
+efficiency against the free-running schedule, each offline rule's job ms per
+turn in the replay, and the replay's wall ms per turn (`nan` without it).
 `--profile FILE` runs the live part under cProfile and prints the top
 functions (what holds the client back when the efficiency is low).
 """
@@ -395,6 +399,23 @@ def workflow_replay(
 
 # ------------------------------------------------------------------ main
 
+# the last line, read by scripts/bench.py: job ms per turn of each offline rule
+# (its `benchmark:` seconds summed over its jobs), and the replay's wall ms per turn
+SUMMARY_KEYS = (
+    "client_ms_per_turn",
+    "efficiency",
+    "prompts_ms",
+    "responses_ms",
+    "gates_ms",
+    "log_ms",
+    "replay_ms_per_turn",
+)
+
+
+def summary_line(figures: dict[str, float]) -> str:
+    """`rollout k=v ...` over SUMMARY_KEYS; `nan` for a figure not measured (--no-workflow)."""
+    return "rollout " + " ".join(f"{k}={figures.get(k, math.nan):.4g}" for k in SUMMARY_KEYS)
+
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
@@ -457,8 +478,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.profile:
             print_profile(args.profile)
+        figures = {"client_ms_per_turn": per_turn, "efficiency": free.seconds / live.seconds}
         if not args.no_workflow:
             seconds, per_rule = workflow_replay(case, chunk_files[0].parent, queries, workdir)
+            for rule in ("prompts", "responses", "gates", "log"):
+                figures[f"{rule}_ms"] = 1000 * per_rule.get(rule, math.nan) / live.turns
+            figures["replay_ms_per_turn"] = 1000 * seconds / live.turns
             shards = math.ceil(case.trajectories / case.shard_size)
             print(
                 f"workflow replay (snakemake prompts/responses/gates/log, {shards} shard(s), "
@@ -473,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         print(f"benchmark total: {time.perf_counter() - started:.1f} s")
-        print(f"efficiency={free.seconds / live.seconds:.3f}")
+        print(summary_line(figures))
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
