@@ -236,7 +236,7 @@ def check_config_files(paths: Any) -> None:
 
 def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The project's standing questions, validated; ids must be unique."""
-    from grumem.jsonl import validate
+    from grumem.jsonl import validate_fast
 
     data = load_yaml(path)
     if data is None:
@@ -246,7 +246,7 @@ def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
             None,
             "empty queries file: expected `queries:` with a list of {id, question}",
         )
-    validate(data, "queries", path)
+    validate_fast(data, "queries", path)
     seen: set[str] = set()
     for i, q in enumerate(data["queries"]):
         if q["id"] in seen:
