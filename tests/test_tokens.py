@@ -10,7 +10,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.tokens import count_tokens, count_tokens_around, encoding, token_bound
+from grumem.tokens import (
+    count_tokens,
+    count_tokens_around,
+    count_tokens_within,
+    encoding,
+    token_bound,
+)
 
 
 def test_counts_are_cl100k() -> None:
@@ -104,3 +110,32 @@ def test_the_cached_encoding_is_the_registry_s(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
     assert len(list((tmp_path / "cache" / "data").iterdir())) == 1
+
+
+@given(_TEXTS, _TEXTS, _TEXTS)
+@settings(max_examples=600, deadline=None)
+def test_count_tokens_within_equals_the_direct_counts(
+    prefix: str, middle: str, suffix: str
+) -> None:
+    """The prompts stage counts a section and its prompt sharing the section's inner
+    part (issue 15): both counts are the direct ones, exactly."""
+    assert count_tokens_within(prefix, middle, suffix) == (
+        count_tokens(middle),
+        count_tokens(prefix + middle + suffix),
+    )
+
+
+def test_count_tokens_within_a_rendered_section_of_the_template() -> None:
+    template = (Path(__file__).parents[1] / "templates" / "gru-mem.txt").read_text(encoding="utf-8")
+    head, tail = template.split("{chunk}")
+    sections = [
+        "[User] one",
+        "[User] run it\n\n[Assistant] ok\n\n[ToolResult] Error: x\n\n[User] and?",
+        "[User] a\n\n[Assistant]  b\n\n\n[System]\n",
+        "\n[User] x\n\n",
+    ]
+    for section in sections:
+        assert count_tokens_within(head, section, tail) == (
+            count_tokens(section),
+            count_tokens(head + section + tail),
+        )

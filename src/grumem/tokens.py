@@ -89,3 +89,29 @@ def count_tokens_around(prefix: str, middle: str, suffix: str) -> int:
         + count_tokens_cached(prefix[p:] + middle + suffix[:q])
         + (count_tokens_cached(suffix[q:]) if q < len(suffix) else 0)
     )
+
+
+def count_tokens_within(prefix: str, middle: str, suffix: str) -> tuple[int, int]:
+    """(count_tokens(middle), count_tokens(prefix + middle + suffix)), exactly, with the
+    part of `middle` between its first and last cut (a section's inner records)
+    encoded once for both counts, and `prefix` before its last cut (the template's
+    fixed text) counted once per run."""
+    i = next((k for k in range(1, len(middle)) if _is_cut(middle, k)), None)
+    if i is None:
+        return count_tokens(middle), _count_around_cached_head(prefix, middle, suffix)
+    j = next(k for k in range(len(middle) - 1, 0, -1) if _is_cut(middle, k))
+    inner = count_tokens(middle[i:j]) if j > i else 0
+    alone = count_tokens(middle[:i]) + inner + count_tokens(middle[j:])
+    within = (
+        _count_around_cached_head(prefix, middle[:i], "")
+        + inner
+        + _count_around_cached_head("", middle[j:], suffix)
+    )
+    return alone, within
+
+
+def _count_around_cached_head(prefix: str, middle: str, suffix: str) -> int:
+    """count_tokens_around, with the prefix's text before its last cut counted once."""
+    p = next((i for i in range(len(prefix) - 1, 0, -1) if _is_cut(prefix, i)), 0)
+    head = count_tokens_cached(prefix[:p]) if p else 0
+    return head + count_tokens_around(prefix[p:], middle, suffix)
