@@ -92,26 +92,50 @@ def count_tokens_around(prefix: str, middle: str, suffix: str) -> int:
 
 
 def count_tokens_within(prefix: str, middle: str, suffix: str) -> tuple[int, int]:
-    """(count_tokens(middle), count_tokens(prefix + middle + suffix)), exactly, with the
-    part of `middle` between its first and last cut (a section's inner records)
-    encoded once for both counts, and `prefix` before its last cut (the template's
-    fixed text) counted once per run."""
-    i = next((k for k in range(1, len(middle)) if _is_cut(middle, k)), None)
+    """(count_tokens(middle), count_tokens(prefix + middle + suffix)), exactly.
+
+    cl100k's pre-tokenizer never lets a piece run from a newline into a following
+    printable character: at such a cut the tokens start afresh, so a text counts as
+    the sum of its parts between cuts. The part of `middle` between its first and
+    last cut (a section's inner records) is encoded once for both counts, and the
+    text of `prefix` before its last cut and of `suffix` after its first (the
+    template's fixed text) once per run (cached)."""
+    p = _last_cut(prefix)
+    q = _first_cut(suffix)
+    q = len(suffix) if q is None else q
+    around = (count_tokens_cached(prefix[:p]) if p else 0) + (
+        count_tokens_cached(suffix[q:]) if q < len(suffix) else 0
+    )
+    i = _first_cut(middle)
     if i is None:
-        return count_tokens(middle), _count_around_cached_head(prefix, middle, suffix)
-    j = next(k for k in range(len(middle) - 1, 0, -1) if _is_cut(middle, k))
+        return count_tokens(middle), around + count_tokens(prefix[p:] + middle + suffix[:q])
+    j = _last_cut(middle)
     inner = count_tokens(middle[i:j]) if j > i else 0
     alone = count_tokens(middle[:i]) + inner + count_tokens(middle[j:])
     within = (
-        _count_around_cached_head(prefix, middle[:i], "")
+        around
+        + count_tokens(prefix[p:] + middle[:i])
         + inner
-        + _count_around_cached_head("", middle[j:], suffix)
+        + count_tokens(middle[j:] + suffix[:q])
     )
     return alone, within
 
 
-def _count_around_cached_head(prefix: str, middle: str, suffix: str) -> int:
-    """count_tokens_around, with the prefix's text before its last cut counted once."""
-    p = next((i for i in range(len(prefix) - 1, 0, -1) if _is_cut(prefix, i)), 0)
-    head = count_tokens_cached(prefix[:p]) if p else 0
-    return head + count_tokens_around(prefix[p:], middle, suffix)
+def _first_cut(text: str) -> int | None:
+    """The first i > 0 with text[i - 1] a newline and text[i] printable ASCII, or None."""
+    k = text.find("\n", 0, len(text) - 1)
+    while k >= 0:
+        if "!" <= text[k + 1] <= "~":
+            return k + 1
+        k = text.find("\n", k + 1, len(text) - 1)
+    return None
+
+
+def _last_cut(text: str) -> int:
+    """The last such i, or 0."""
+    k = text.rfind("\n", 0, len(text) - 1)
+    while k >= 0:
+        if "!" <= text[k + 1] <= "~":
+            return k + 1
+        k = text.rfind("\n", 0, k)
+    return 0
