@@ -101,3 +101,13 @@ def test_an_unwritable_cache_still_gives_the_validator(tmp_path: Path, monkeypat
     code = "def validate(data):\n    return data * 2\n"
     assert cached_validator({"x": 2}, lambda: code)(21) == 42
     assert list(tmp_path.iterdir()) == [blocker]
+
+
+def test_an_edited_code_generator_is_a_new_entry(schemas: Path, cache: Path, monkeypatch) -> None:
+    _write_schema(schemas, "a")
+    jsonl.fast_validator("thing")
+    jsonl.fast_validator.cache_clear()
+    # jsonl.py's own sha256 stands for the generator: an edit to it is another key
+    monkeypatch.setattr(jsonl, "_generator_version", lambda: "edited")
+    jsonl.fast_validator("thing")
+    assert len(list((cache / "validators").iterdir())) == 2

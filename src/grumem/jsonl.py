@@ -293,7 +293,7 @@ def fast_validator(schema_name: str) -> Callable[[Any], Any]:
         "schema_file": sha256_bytes(data),
         "yaml": yaml.__version__,
         "formats": {},
-        "generator": _GENERATOR_VERSION,
+        "generator": _generator_version(),
     }
     return cached_validator(inputs, lambda: _generate_code(schema(schema_name), {}))
 
@@ -309,13 +309,16 @@ def compile_fast(s: dict[str, Any], formats: dict[str, str] | None = None) -> Ca
     ~10 ms a schema, every job."""
     formats = dict(formats or {})
     return cached_validator(
-        {"schema": s, "formats": formats, "generator": _GENERATOR_VERSION},
+        {"schema": s, "formats": formats, "generator": _generator_version()},
         lambda: _generate_code(s, formats),
     )
 
 
-# bump when _generate_code or _strict_type changes what they generate
-_GENERATOR_VERSION = 1
+@cache
+def _generator_version() -> str:
+    """The sha256 of this module's source: an edit to _generate_code or _strict_type
+    (or anything here) makes every cached validator a new entry, with no version to bump."""
+    return sha256_bytes(Path(__file__).read_bytes())
 
 
 def _generate_code(s: dict[str, Any], formats: dict[str, str]) -> str:
