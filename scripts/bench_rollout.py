@@ -25,7 +25,11 @@
    cost per turn. A replay miss fails the run, so the cache keys are proven
    to match.
 
-The last line is `efficiency=<ratio>` against the free-running schedule.
+The last line, read by scripts/bench.py (`make bench`), is
+`rollout client_ms_per_turn=<f> efficiency=<f> prompts_ms=<f> responses_ms=<f>
+gates_ms=<f> log_ms=<f> replay_ms_per_turn=<f>`: the client's CPU per turn, the
+efficiency against the free-running schedule, each offline rule's job ms per
+turn in the replay, and the replay's wall ms per turn (`nan` without it).
 `--profile FILE` runs the live part under cProfile and prints the top
 functions (what holds the client back when the efficiency is low).
 """
@@ -359,9 +363,10 @@ def print_profile(path: str, top: int = 25) -> None:
 
 def workflow_replay(
     case: Case, chunk_dir: Path, queries: Path, workdir: Path
-) -> tuple[float, dict[str, float]]:
+) -> tuple[float, dict[str, float], dict[str, float]]:
     """Seconds for `snakemake results/bench/log.jsonl` in replay mode from the live cache,
-    and the job seconds per rule (from the rules' `benchmark:` files)."""
+    and the job seconds and job CPU seconds per rule (from the rules' `benchmark:` files:
+    on a loaded machine the wall seconds hold the wait for a core, the CPU ones do not)."""
     project_dir = workdir / "workflow-replay"
     project_dir.mkdir()
     config = {
@@ -385,15 +390,39 @@ def workflow_replay(
     if lines != case.trajectories * case.turns:
         raise SystemExit(f"replay log has {lines} turns, expected {case.trajectories * case.turns}")
     per_rule: dict[str, float] = {}
+    cpu_per_rule: dict[str, float] = {}
     for tsv in sorted((project_dir / "benchmarks").rglob("*.tsv")):
         rule = tsv.relative_to(project_dir / "benchmarks").parts[0]
-        first = tsv.read_text(encoding="utf-8").splitlines()[1].split("\t")[0]
-        per_rule[rule] = per_rule.get(rule, 0.0) + float(first)
+        header, first = (line.split("\t") for line in tsv.read_text("utf-8").splitlines()[:2])
+        row = dict(zip(header, first, strict=True))
+        per_rule[rule] = per_rule.get(rule, 0.0) + float(row["s"])
+        cpu_per_rule[rule] = cpu_per_rule.get(rule, 0.0) + float(row["cpu_time"])
     order = ["prompts", "responses", "gates", "log"]
-    return seconds, dict(sorted(per_rule.items(), key=lambda kv: (order + [kv[0]]).index(kv[0])))
+
+    def ordered(d: dict[str, float]) -> dict[str, float]:
+        return dict(sorted(d.items(), key=lambda kv: (order + [kv[0]]).index(kv[0])))
+
+    return seconds, ordered(per_rule), ordered(cpu_per_rule)
 
 
 # ------------------------------------------------------------------ main
+
+# the last line, read by scripts/bench.py: job ms per turn of each offline rule
+# (its `benchmark:` seconds summed over its jobs), and the replay's wall ms per turn
+SUMMARY_KEYS = (
+    "client_ms_per_turn",
+    "efficiency",
+    "prompts_ms",
+    "responses_ms",
+    "gates_ms",
+    "log_ms",
+    "replay_ms_per_turn",
+)
+
+
+def summary_line(figures: dict[str, float]) -> str:
+    """`rollout k=v ...` over SUMMARY_KEYS; `nan` for a figure not measured (--no-workflow)."""
+    return "rollout " + " ".join(f"{k}={figures.get(k, math.nan):.4g}" for k in SUMMARY_KEYS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,8 +486,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.profile:
             print_profile(args.profile)
+        figures = {"client_ms_per_turn": per_turn, "efficiency": free.seconds / live.seconds}
         if not args.no_workflow:
-            seconds, per_rule = workflow_replay(case, chunk_files[0].parent, queries, workdir)
+            seconds, per_rule, cpu_per_rule = workflow_replay(
+                case, chunk_files[0].parent, queries, workdir
+            )
+            for rule in ("prompts", "responses", "gates", "log"):
+                figures[f"{rule}_ms"] = 1000 * per_rule.get(rule, math.nan) / live.turns
+            figures["replay_ms_per_turn"] = 1000 * seconds / live.turns
             shards = math.ceil(case.trajectories / case.shard_size)
             print(
                 f"workflow replay (snakemake prompts/responses/gates/log, {shards} shard(s), "
@@ -472,8 +507,15 @@ def main(argv: list[str] | None = None) -> int:
                     for rule, s in per_rule.items()
                 )
             )
+            print(
+                "  job CPU seconds per rule: "
+                + ", ".join(
+                    f"{rule} {s:.1f} s ({1000 * s / live.turns:.2f} ms/turn)"
+                    for rule, s in cpu_per_rule.items()
+                )
+            )
         print(f"benchmark total: {time.perf_counter() - started:.1f} s")
-        print(f"efficiency={free.seconds / live.seconds:.3f}")
+        print(summary_line(figures))
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -20,11 +20,14 @@ def _temporary_files_under_pytest_basetemp(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[None]:
     """Every temporary file of a test and of the processes it starts (snakemake's
-    own temporary directory, left behind when a test kills snakemake on purpose)
-    lands under pytest's basetemp, which pytest prunes, never loose in /tmp."""
+    own temporary directory, left behind when a test kills snakemake on purpose),
+    and grumem's cache, lands under pytest's basetemp, which pytest prunes, never
+    loose in /tmp or the user's home."""
     patch = pytest.MonkeyPatch()
     patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
     patch.setattr(tempfile, "tempdir", None)  # gettempdir() re-reads TMPDIR
+    # the compiled-validator cache (grumem.startup_cache) too, not the user's
+    patch.setenv("GRUMEM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     yield
     patch.undo()
 

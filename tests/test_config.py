@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from workflow_helpers import demo_project, snakemake, write_config
 
 from grumem.config import check_config_files, load_config, load_queries, load_yaml, validate_config
-from grumem.jsonl import RecordError
+from grumem.jsonl import RecordError, _validator, validate, validate_fast
 
 QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
 
@@ -174,3 +176,37 @@ def test_the_judge_asks_for_its_own_endpoints_slots(tmp_path: Path) -> None:
     slots = {(rule, int(n)) for rule, n in job.findall(proc.stdout)}
     # judge: 3 + llm.concurrency (4); responses: llm.concurrency, its one URL
     assert slots == {("judge", 7), ("responses", 4)}
+
+
+_QUERY_VALUES = st.sampled_from([None, True, 1, 2.0, "", "q", "q 1", "q\n", "-q", "Why?", [], {}])
+
+
+@given(st.data())
+@settings(max_examples=400, deadline=None)
+def test_queries_are_checked_by_compiled_code_that_agrees_with_the_reference(data) -> None:
+    """load_queries checks by compiled code (issue 15): it accepts exactly what
+    jsonschema accepts, and a rejected file still names the reference's field."""
+    queries = [{"id": "q1", "question": "Which errors?"}, {"id": "q2", "question": "And?"}]
+    doc: dict = {"queries": [dict(q) for q in queries]}
+    target = data.draw(st.sampled_from(["doc", "list", "query"]))
+    if target == "doc":
+        doc[data.draw(st.sampled_from(["queries", "extra"]))] = data.draw(_QUERY_VALUES)
+    elif target == "list":
+        doc["queries"] = data.draw(st.sampled_from([[], [1], ["q"], [None]]))
+    else:
+        q = doc["queries"][data.draw(st.integers(0, 1))]
+        key = data.draw(st.sampled_from(["id", "question", "extra"]))
+        if data.draw(st.booleans()):
+            q.pop(key, None)
+        else:
+            q[key] = data.draw(_QUERY_VALUES)
+    reference = _validator("queries").is_valid(doc)
+    try:
+        validate_fast(doc, "queries", "q.yaml")
+        fast = True
+    except RecordError as e:
+        fast = False
+        with pytest.raises(RecordError) as ref:
+            validate(doc, "queries", "q.yaml")
+        assert (e.field, e.why) == (ref.value.field, ref.value.why)
+    assert fast == reference, doc

@@ -4,18 +4,25 @@ connection settings passed apart from the settings that change requests."""
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grumem.config import (
     CONNECTION_KEYS,
     add_settings_arguments,
     expand_path,
+    expand_paths,
     settings_from_args,
     split_connection,
     validate_config,
+    validate_sections,
 )
+from grumem.config_sections import filled_sections, sections_schema
 from grumem.jsonl import RecordError
 
 ENV = {"HOME": "/home/ana", "DATA": "/srv/data"}
@@ -107,3 +114,56 @@ def test_the_judge_takes_the_connection_too() -> None:
     s = judge_settings(args)
     assert s["llm"]["base_url"] == "http://j/v1" and s["llm"]["retries"] == 1
     assert s["labels"]["source"] == "judge"
+
+
+# ---------------------------------------------------------------- compiled sections check
+
+_VALUES = [None, True, False, 0, 1, -1, 2, 0.5, 2.0, 1.5, 512, "", "x", "GRUMEM_KEY"]
+_VALUES += ["bad name", "~/c", "L2", "vllm", "openai", "replay", [], ["m"], [1], {}, {"z": 1}]
+
+
+def _section_values(s: dict) -> st.SearchStrategy:
+    """Values for one property of the sections schema: its default, its enum, odd ones."""
+    own = [s["default"]] if "default" in s else []
+    own += list(s.get("enum", []))
+    if s.get("type") == "object" and "properties" in s:
+        return _objects(s) | st.sampled_from(_VALUES)
+    # half the time a value of its own, so that many generated sections are valid
+    return st.sampled_from(own) | st.sampled_from(_VALUES) if own else st.sampled_from(_VALUES)
+
+
+def _objects(s: dict) -> st.SearchStrategy:
+    props = {k: _section_values(v) for k, v in s["properties"].items()}
+    unknown = st.sampled_from([None, None, None, 1])  # an unknown key now and then
+    return st.tuples(st.fixed_dictionaries({}, optional=props), unknown).map(
+        lambda d_u: d_u[0] if d_u[1] is None else {**d_u[0], "unknown": d_u[1]}
+    )
+
+
+@given(st.deferred(lambda: _objects(sections_schema())))
+@settings(max_examples=800, deadline=None)
+def test_the_compiled_sections_check_agrees_with_the_reference(sections: dict) -> None:
+    """Jobs check their settings by compiled code (issue 15): it may only accept what the
+    reference (jsonschema and its default-filling recipe) accepts, filled alike."""
+    fast = filled_sections(copy.deepcopy(sections))
+    placeholder = {"x": {"chunks": "", "queries": ""}}
+    try:
+        reference = validate_config({"projects": placeholder, **copy.deepcopy(sections)}, "s")
+    except RecordError:
+        assert fast is None
+        return
+    reference.pop("projects")
+    assert fast is None or expand_paths(fast, os.environ, "s") == reference
+
+
+@pytest.mark.parametrize("sections", [{}, {"llm": {"model": "m", "max_tokens": 64}, "loop": {}}])
+def test_a_rule_s_usual_settings_take_the_compiled_path(sections: dict) -> None:
+    # otherwise every job imports jsonschema again (~80 ms), silently
+    filled = filled_sections(sections)
+    assert filled is not None and filled["budget"]["memory"] == 1024
+    assert validate_sections(sections, "s") == filled
+
+
+def test_settings_the_compiled_check_rejects_get_the_reference_s_message() -> None:
+    with pytest.raises(RecordError, match="field 'budget.memory'"):
+        validate_sections({"budget": {"memory": 0}}, "--settings")

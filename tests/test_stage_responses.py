@@ -3,7 +3,12 @@ how, and that a rerun sends only those (the answers received are cached)."""
 
 from __future__ import annotations
 
-from grumem.stages.responses import failed_requests
+import pytest
+
+from grumem.loop import user_message
+from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests
+from grumem.template import Budget, BudgetError
+from grumem.tokens import count_tokens, token_bound
 
 
 def exchange(status: int | None, error: str | None) -> dict:
@@ -40,3 +45,30 @@ def test_some_requests_failing_count_each_kind() -> None:
         "2 of 4 requests failed after their retries (2 HTTP 500, 1 HTTP 503); the first: t2"
     )
     assert "Is the server" not in message
+
+
+def _settings(context: int, memory: int) -> LoopSettings:
+    return LoopSettings("L1", 1, 0, "m", {"max_tokens": 8}, Budget(context, 50, memory, 50, 8), {})
+
+
+def _turn(prefix: str, suffix: str) -> dict:
+    return {
+        "system": None,
+        "prefix": prefix,
+        "suffix": suffix,
+        "tokens": {"question": 1, "section": 1},
+    }
+
+
+def test_a_turn_within_its_budget_in_tokens_but_not_in_bytes_is_sent() -> None:
+    # the UTF-8 bound spares the encoder only when it fits; past it, exact counts decide
+    turn, memory = _turn("a" * 60, "b" * 60), "c" * 60
+    user = user_message(turn, memory)
+    assert token_bound(user) > 100 and count_tokens(user) + 8 <= 100
+    _check_turn_budget(_settings(100, 20), turn, user, memory)
+
+
+def test_a_turn_over_its_budget_in_tokens_names_the_component() -> None:
+    turn, memory = _turn("a", "b"), " ".join(f"m{i}" for i in range(30))
+    with pytest.raises(BudgetError, match="over budget: memory is"):
+        _check_turn_budget(_settings(1000, 20), turn, user_message(turn, memory), memory)

@@ -10,7 +10,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.tokens import count_tokens, count_tokens_around, encoding
+from grumem.tokens import (
+    count_tokens,
+    count_tokens_around,
+    count_tokens_within,
+    encoding,
+    token_bound,
+)
 
 
 def test_counts_are_cl100k() -> None:
@@ -78,3 +84,58 @@ def test_count_tokens_around_on_the_template_equals_the_direct_count() -> None:
     head, tail = template.split("{memory}")
     for memory in ["No previous memory", "The bus left at 9.\nIt was red.", "\n x", ""]:
         assert count_tokens_around(head, memory, tail) == count_tokens(head + memory + tail)
+
+
+@given(_TEXTS)
+@settings(max_examples=600, deadline=None)
+def test_token_bound_is_never_below_the_count(text: str) -> None:
+    """Budget checks that pass on the bound skip the encoder (issue 15): it must bound."""
+    assert token_bound(text) >= count_tokens(text)
+
+
+def test_the_cached_encoding_is_the_registry_s(tmp_path: Path) -> None:
+    """grumem.startup_cache keeps the constructor's arguments (issue 15): the encoding
+    made from the cache, and the one made the first time, are tiktoken's own."""
+    code = (
+        "import tiktoken; from grumem.tokens import encoding, ENCODING_NAME\n"
+        "mine, ref = encoding(), tiktoken.get_encoding(ENCODING_NAME)\n"
+        "assert mine._pat_str == ref._pat_str and mine._special_tokens == ref._special_tokens\n"
+        "assert mine._mergeable_ranks == ref._mergeable_ranks and mine.n_vocab == ref.n_vocab\n"
+        "text = 'Hello wörld 123 <|endoftext|>\\n\\n  x'\n"
+        "kw = {'disallowed_special': ()}\n"
+        "assert mine.encode(text, **kw) == ref.encode(text, **kw)\n"
+    )
+    env = dict(os.environ, GRUMEM_CACHE_DIR=str(tmp_path / "cache"), TIKTOKEN_CACHE_DIR="")
+    for _ in ("made", "read from the cache"):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    assert len(list((tmp_path / "cache" / "data").iterdir())) == 1
+
+
+@given(_TEXTS, _TEXTS, _TEXTS)
+@settings(max_examples=600, deadline=None)
+def test_count_tokens_within_equals_the_direct_counts(
+    prefix: str, middle: str, suffix: str
+) -> None:
+    """The prompts stage counts a section and its prompt sharing the section's inner
+    part (issue 15): both counts are the direct ones, exactly."""
+    assert count_tokens_within(prefix, middle, suffix) == (
+        count_tokens(middle),
+        count_tokens(prefix + middle + suffix),
+    )
+
+
+def test_count_tokens_within_a_rendered_section_of_the_template() -> None:
+    template = (Path(__file__).parents[1] / "templates" / "gru-mem.txt").read_text(encoding="utf-8")
+    head, tail = template.split("{chunk}")
+    sections = [
+        "[User] one",
+        "[User] run it\n\n[Assistant] ok\n\n[ToolResult] Error: x\n\n[User] and?",
+        "[User] a\n\n[Assistant]  b\n\n\n[System]\n",
+        "\n[User] x\n\n",
+    ]
+    for section in sections:
+        assert count_tokens_within(head, section, tail) == (
+            count_tokens(section),
+            count_tokens(head + section + tail),
+        )

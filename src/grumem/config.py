@@ -2,35 +2,50 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from grumem.config_sections import ENV_VAR_NAME_PATTERN, filled_sections
 from grumem.jsonl import RecordError, open_input, schema, strict_validator_class
 from grumem.paths import SCHEMAS_DIR
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
-ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# The config schema's own formats. Snakemake's validation ignores formats, so a
-# value it must not echo (a key pasted as a variable name) is checked only here,
-# where the message leaves the value out.
-FORMATS = jsonschema.FormatChecker(formats=())
+ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
+# A placeholder project: the sections a rule passes are checked with the config
+# schema, which requires `projects`
+PLACEHOLDER_PROJECTS = {"x": {"chunks": "", "queries": ""}}
 
 
-@FORMATS.checks("env-var-name")
 def _is_env_var_name(value: object) -> bool:
     return not isinstance(value, str) or ENV_VAR_NAME.match(value) is not None
+
+
+@cache
+def _formats() -> Any:
+    """The config schema's own formats. Snakemake's validation ignores formats, so a
+    value it must not echo (a key pasted as a variable name) is checked only here,
+    where the message leaves the value out. (jsonschema is imported only when a
+    whole config is validated: it took ~80 ms of every job.)"""
+    import jsonschema
+
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("env-var-name")(_is_env_var_name)
+    return checker
 
 
 def _with_defaults(validator_cls: type) -> type:
     """A validator that fills `default`s as it validates (the jsonschema FAQ recipe),
     also inside `additionalProperties` (each project's entry)."""
+    import jsonschema
+
     validate_properties = validator_cls.VALIDATORS["properties"]
     validate_additional = validator_cls.VALIDATORS["additionalProperties"]
 
@@ -75,9 +90,11 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
     """Validate in place, filling defaults; raise RecordError naming the field."""
     s = _with_plugin_formats(schema("config"))
     cls = _with_defaults(strict_validator_class(s))
-    errors = list(cls(s, format_checker=FORMATS).iter_errors(config))
+    errors = list(cls(s, format_checker=_formats()).iter_errors(config))
     if errors:
-        e = jsonschema.exceptions.best_match(errors)
+        from jsonschema.exceptions import best_match
+
+        e = best_match(errors)
         field = config_field(e.absolute_path)
         message = e.message
         if e.validator == "format" and e.validator_value == "env-var-name":
@@ -227,7 +244,7 @@ def check_config_files(paths: Any) -> None:
 
 def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The project's standing questions, validated; ids must be unique."""
-    from grumem.jsonl import validate
+    from grumem.jsonl import validate_fast
 
     data = load_yaml(path)
     if data is None:
@@ -237,7 +254,7 @@ def load_queries(path: str | os.PathLike[str]) -> list[dict[str, str]]:
             None,
             "empty queries file: expected `queries:` with a list of {id, question}",
         )
-    validate(data, "queries", path)
+    validate_fast(data, "queries", path)
     seen: set[str] = set()
     for i, q in enumerate(data["queries"]):
         if q["id"] in seen:
@@ -285,7 +302,7 @@ def connection_from_json(text: str | None, source: str = "--connection") -> dict
             extra[0],
             f"not a connection setting (those are {', '.join(CONNECTION_KEYS)})",
         )
-    validate_config({"projects": {"x": {"chunks": "", "queries": ""}}, "llm": dict(data)}, source)
+    validate_sections({"llm": dict(data)}, source)
     return data
 
 
@@ -313,9 +330,17 @@ def settings_from_json(
         raise RecordError(source, None, None, "expected an object of config sections (no projects)")
     if connection:
         settings["llm"] = {**settings.get("llm", {}), **connection}
-    # validate the sections with the config schema; a placeholder project
-    # satisfies the schema's required `projects`
-    full = validate_config({"projects": {"x": {"chunks": "", "queries": ""}}, **settings}, source)
+    return validate_sections(settings, source)
+
+
+def validate_sections(sections: dict[str, Any], source: str) -> dict[str, Any]:
+    """Config sections (no projects) validated, defaults filled, paths expanded: what
+    validate_config makes of them, by compiled code when it accepts them
+    (grumem.config_sections), else by validate_config, whose error names the field."""
+    filled = filled_sections(sections)
+    if filled is not None:
+        return expand_paths(filled, os.environ, source)
+    full = validate_config({"projects": copy.deepcopy(PLACEHOLDER_PROJECTS), **sections}, source)
     full.pop("projects")
     return full
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from grumem.gate_parser import MAX_RAW, ParseError, parse_gate_response
 from grumem.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.template import memory_text
-from grumem.tokens import count_tokens
+from grumem.tokens import count_tokens, token_bound
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
@@ -59,8 +59,9 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
             "finish_reason": finish,
             "parse_error": e.to_json(),
         }
-    if memory_budget is not None:
-        tokens = count_tokens(memory_text(g.candidate))
+    text = memory_text(g.candidate)
+    if memory_budget is not None and token_bound(text) > memory_budget:
+        tokens = count_tokens(text)
         if tokens > memory_budget:
             return {
                 "parsed": False,

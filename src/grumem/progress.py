@@ -3,7 +3,6 @@ requests really in flight and cache hits, to the job's log and the terminal."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -45,6 +44,8 @@ class Progress:
 
     async def report_every(self, seconds: float) -> None:
         """Emit until cancelled."""
+        import asyncio  # only jobs that talk to the LLM run a loop: the others skip its import
+
         while True:
             await asyncio.sleep(seconds)
             self.emit()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
-from grumem.tokens import count_tokens
+from grumem.tokens import count_tokens_cached, count_tokens_within
 
 DEFAULT_TEMPLATE = TEMPLATES_DIR / "gru-mem.txt"
 
@@ -133,17 +133,25 @@ class PromptBuilder:
         user = fill(
             self.template, {"prompt": question, "memory": memory_text(memory), "chunk": section}
         )
-        tokens = self.count(question, section, memory, user)
+        tokens = self.count(question, section, memory)
         self.check(tokens, max_tokens)
         return Prompt(self.system, user, tokens)
 
-    def count(self, question: str, section: str, memory: str | None, user: str) -> dict[str, int]:
+    def count(self, question: str, section: str, memory: str | None) -> dict[str, int]:
+        # user = the template filled around the section: the section and the whole are
+        # counted together (count_tokens_within), the parts that repeat once per run
+        head, _, tail = self.template.partition("{chunk}")
+        values = {"prompt": question, "memory": memory_text(memory)}
+        section_tokens, user_tokens = count_tokens_within(
+            fill(head, values), section, fill(tail, values)
+        )
+        system = count_tokens_cached(self.system) if self.system else 0
         return {
-            "question": count_tokens(question),
-            "memory": count_tokens(memory_text(memory)),
-            "section": count_tokens(section),
-            "system": count_tokens(self.system) if self.system else 0,
-            "total": count_tokens(user) + (count_tokens(self.system) if self.system else 0),
+            "question": count_tokens_cached(question),
+            "memory": count_tokens_cached(memory_text(memory)),
+            "section": section_tokens,
+            "system": system,
+            "total": user_tokens + system,
         }
 
     def check(self, tokens: dict[str, int], max_tokens: int | None = None) -> None:

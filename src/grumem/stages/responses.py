@@ -25,7 +25,7 @@ from grumem.llm.request import build_body, sampling_params
 from grumem.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.progress import Progress
 from grumem.template import Budget, BudgetError, check_budget, memory_text
-from grumem.tokens import count_tokens_around, count_tokens_cached
+from grumem.tokens import count_tokens_around, count_tokens_cached, token_bound
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ async def run_trajectory(
         base = {"trajectory_id": turn["trajectory_id"], "t": turn["t"]}
         user = user_message(turn, memory)
         try:
-            check_budget(s.budget, _turn_tokens(turn, memory), s.llm["max_tokens"])
+            _check_turn_budget(s, turn, user, memory)
         except BudgetError as e:
             out.append(
                 {
@@ -127,6 +127,27 @@ async def run_trajectory(
         if stops(s.level, gate):
             break
     return out
+
+
+def _check_turn_budget(s: LoopSettings, turn: dict, user: str, memory: str | None) -> None:
+    """BudgetError when the turn does not fit, decided on exact counts: upper bounds
+    that fit prove the counts fit (the usual case, with no encoder loaded); only a
+    turn near a limit is counted."""
+    try:
+        check_budget(s.budget, _turn_token_bounds(turn, user, memory), s.llm["max_tokens"])
+    except BudgetError:
+        check_budget(s.budget, _turn_tokens(turn, memory), s.llm["max_tokens"])
+
+
+def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, int]:
+    """_turn_tokens' counts, or upper bounds of them (grumem.tokens.token_bound)."""
+    system = token_bound(turn["system"]) if turn["system"] else 0
+    return {
+        "question": turn["tokens"]["question"],
+        "section": turn["tokens"]["section"],
+        "memory": token_bound(memory_text(memory)),
+        "total": token_bound(user) + system,
+    }
 
 
 def _turn_tokens(turn: dict, memory: str | None) -> dict[str, int]:

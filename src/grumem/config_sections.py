@@ -1,0 +1,83 @@
+"""The config sections a rule passes to its job, checked by compiled code.
+
+Every stage job validates the sections it is given (`--settings`,
+`--connection`) against workflow/schemas/config.schema.yaml, filling defaults.
+The reference is grumem.config.validate_config (jsonschema and the FAQ's
+default-filling recipe); jsonschema alone took ~80 ms to import, each job.
+Here the same defaults are filled by a walk of the schema and the result is
+checked by fastjsonschema (cached, grumem.startup_cache). Anything this
+path cannot decide, or rejects, goes to the reference, whose error names the
+field: so this path only ever accepts, with the reference's result
+(tests/test_config.py compares the two on generated sections).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import fastjsonschema
+
+from grumem.jsonl import compile_fast, schema
+
+# keywords under which the recipe would fill defaults in ways the walk below does
+# not follow (and oneOf fills them even in branches that fail): the reference decides
+_UNSUPPORTED = frozenset(
+    {"oneOf", "anyOf", "allOf", "not", "if", "$ref", "$dynamicRef", "dependentSchemas"}
+    | {"patternProperties", "prefixItems", "unevaluatedProperties", "unevaluatedItems"}
+)
+# the config schema's own format (grumem.config.ENV_VAR_NAME), as fastjsonschema checks it
+ENV_VAR_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+@cache
+def sections_schema() -> dict[str, Any]:
+    """The config schema without `projects`: the sections a rule passes."""
+    s = copy.deepcopy(schema("config"))
+    del s["properties"]["projects"]
+    s["required"] = [r for r in s.get("required", []) if r != "projects"]
+    return s
+
+
+@cache
+def _check() -> Callable[[Any], Any]:
+    return compile_fast(sections_schema(), {"env-var-name": ENV_VAR_NAME_PATTERN})
+
+
+def filled_sections(sections: dict[str, Any]) -> dict[str, Any] | None:
+    """A copy of `sections` with the schema's defaults filled, when it is valid; None
+    when it is not, or when this path cannot tell (then ask the reference)."""
+    filled = copy.deepcopy(sections)
+    if not fill_defaults(filled, sections_schema()):
+        return None
+    try:
+        _check()(filled)
+    except fastjsonschema.JsonSchemaValueException:
+        return None
+    return filled
+
+
+def fill_defaults(instance: Any, s: Any) -> bool:
+    """Fill `default`s into `instance` in place as the recipe does: a missing property
+    gets a copy of its default, then every present property (and every extra one,
+    under a schema `additionalProperties`, and every item) is walked in turn.
+    False when `s` holds a keyword the walk does not follow."""
+    if not isinstance(s, dict):
+        return True
+    if _UNSUPPORTED & s.keys():
+        return False
+    properties = s.get("properties", {})
+    if isinstance(instance, dict):
+        for name, sub in properties.items():
+            if isinstance(sub, dict) and "default" in sub and name not in instance:
+                instance[name] = copy.deepcopy(sub["default"])
+        for name, value in instance.items():
+            sub = properties.get(name, s.get("additionalProperties"))
+            if not fill_defaults(value, sub):
+                return False
+    items = s.get("items")
+    if isinstance(instance, list) and items is not None:
+        return all(fill_defaults(item, items) for item in instance)
+    return True
