@@ -1,14 +1,20 @@
 """Benchmark the dry run (DAG build) on a folder of small transcripts (not a test).
 
     .venv/bin/python scripts/bench_dag.py [--sizes 1000,10000,100000] [--quick]
-        [--snakefile OTHER/Snakefile]
+        [--shard-rule sorted|stable] [--snakefile OTHER/Snakefile]
 
 For each N, generates N small transcripts (6 records each, the `records`
 format) and a project with `shard_size: 50` in a temporary directory, runs
 `snakemake -n all` on it in a fresh process, and prints the number of jobs,
-the wall time and that process's peak RSS, and the ratios to the previous
-size. `--quick` runs N = 1,000 and 5,000. `--snakefile` times another
+the wall time, CPU time and that process's peak RSS, and the ratios to the
+previous size. `--quick` runs N = 1,000 only. `--snakefile` times another
 checkout's workflow (before/after). The temporary directory is removed.
+
+Machine-readable lines (for `make bench`): one per size,
+`dag n=<N> jobs=<J> wall_s=<f> rss_mb=<f> cpu_s=<f>`, and last
+`dag wall_s_max=<f> rss_mb_max=<f> growth=<f>`, growth being the wall time of
+the largest size over that of the size before it (nan for a single size).
+rss_mb is in MiB.
 
 Issue 16's goal: 100,000 transcripts in <= 60 s and <= 1 GB, growth from
 10,000 to 100,000 <= 12x (a linear DAG build grows 10x).
@@ -30,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (1_000, 10_000, 100_000)
-QUICK = (1_000, 5_000)
+QUICK = (1_000,)
 SHARD_SIZE = 50
 ROLES = ("system", "user", "assistant", "tool_result", "assistant", "user")
 
@@ -45,7 +51,7 @@ def write_transcripts(folder: Path, n: int) -> None:
         (folder / f"session-{i:06d}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_project(work: Path, n: int) -> Path:
+def write_project(work: Path, n: int, shard_rule: str = "sorted") -> Path:
     """A project of n transcripts; its labels and calibration exist (empty):
     a dry run only needs the inputs no rule makes to be there."""
     write_transcripts(work / "transcripts", n)
@@ -64,6 +70,7 @@ def write_project(work: Path, n: int) -> Path:
             }
         },
         "shard_size": SHARD_SIZE,
+        "shard_rule": shard_rule,
         "llm": {"base_url": "http://127.0.0.1:9/v1", "model": "bench-model"},
     }
     path = work / "config.yaml"
@@ -110,20 +117,22 @@ def main() -> None:
         default=SIZES,
         help="comma-separated transcript counts (default: 1000,10000,100000)",
     )
-    ap.add_argument("--quick", action="store_true", help="N = 1,000 and 5,000")
+    ap.add_argument("--quick", action="store_true", help="N = 1,000 only")
+    ap.add_argument("--shard-rule", choices=("sorted", "stable"), default="sorted")
     ap.add_argument("--snakefile", type=Path, default=REPO / "Snakefile")
     args = ap.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so the temporary directory is removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = QUICK if args.quick else args.sizes
     base = Path(tempfile.mkdtemp(prefix="grumem-bench-dag-"))
+    results: list[dict] = []
     try:
         previous = None
         for n in sizes:
             work = base / f"n{n}"
             work.mkdir()
             t0 = time.perf_counter()
-            config = write_project(work, n)
+            config = write_project(work, n, args.shard_rule)
             generated = time.perf_counter() - t0
             r = dry_run(args.snakefile.resolve(), work, config)
             shutil.rmtree(work)
@@ -140,9 +149,20 @@ def main() -> None:
                     f" RSS x{r['peak_rss_mib'] / previous['peak_rss_mib']:.2f}"
                 )
             print(line, flush=True)
+            print(
+                f"dag n={n} jobs={r['jobs']} wall_s={r['seconds']:.2f}"
+                f" rss_mb={r['peak_rss_mib']:.1f} cpu_s={r['cpu_seconds']:.2f}",
+                flush=True,
+            )
             previous = {"n": n, **r}
+            results.append(previous)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    growth = results[-1]["seconds"] / results[-2]["seconds"] if len(results) > 1 else float("nan")
+    print(
+        f"dag wall_s_max={max(r['seconds'] for r in results):.2f}"
+        f" rss_mb_max={max(r['peak_rss_mib'] for r in results):.1f} growth={growth:.2f}"
+    )
 
 
 if __name__ == "__main__":

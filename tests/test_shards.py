@@ -4,17 +4,29 @@ once per run: its input functions must not re-glob the project for every job."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from workflow_helpers import REPO, env, files_under, snakemake, write_config
 
 from grumem.errors import GrumemError
-from grumem.shards import project_shards, shard_names
+from grumem.shards import (
+    CAP_FACTOR,
+    glob_root,
+    key_hash,
+    project_shards,
+    shard_names,
+    stable_runs,
+)
+
+FAKE_DEMO = REPO / "fixtures" / "fake" / "demo.yaml"
+# the shard wildcard's constraint in workflow/rules/common.smk
+SHARD_NAME = re.compile(r"s[0-9a-f]+")
 
 file_names = st.lists(
     st.from_regex(r"[a-z0-9]{1,8}\.jsonl", fullmatch=True), unique=True, max_size=40
@@ -63,6 +75,83 @@ def test_two_transcripts_with_one_unit_name_fail_naming_both() -> None:
 def test_shard_size_below_one_is_refused() -> None:
     with pytest.raises(GrumemError, match="shard_size must be at least 1"):
         shard_names(3, 0)
+    with pytest.raises(GrumemError, match="shard_size must be at least 1"):
+        stable_runs(["a"], 0)
+    with pytest.raises(GrumemError, match="shard_rule must be one of sorted, stable, not 'x'"):
+        project_shards("p", ["a"], chunked=True, shard_size=1, shard_rule="x")
+
+
+# ------------------------------------------------------------------ shard_rule: stable
+
+
+def stable(names: list[str], size: int, chunked: bool = True) -> dict[str, tuple[str, ...]]:
+    layout = project_shards(
+        "p", [f"in/{n}" for n in names], chunked=chunked, shard_size=size,
+        shard_rule="stable", root="in",
+    )  # fmt: skip
+    return dict(layout.shards)
+
+
+def capped(shards: dict[str, tuple[str, ...]], size: int) -> bool:
+    return any(len(members) == CAP_FACTOR * size for members in shards.values())
+
+
+@given(file_names, st.integers(min_value=1, max_value=8), st.booleans(), st.randoms())
+def test_stable_shards_hold_every_file_once_in_sorted_order_named_safely(
+    names: list[str], size: int, chunked: bool, random
+) -> None:
+    shards = stable(names, size, chunked)
+    prefix = "in/" if chunked else "results/p/chunks/"
+    assert [c for members in shards.values() for c in members] == [
+        prefix + n for n in sorted(names)
+    ]
+    assert all(members for members in shards.values())
+    assert all(len(members) <= CAP_FACTOR * size for members in shards.values())
+    assert all(SHARD_NAME.fullmatch(name) for name in shards)
+    # a shard is named by its first file, wherever it stands
+    assert [name for name in shards] == [
+        "s" + key_hash(members[0].removeprefix(prefix))[:12] for members in shards.values()
+    ]
+    shuffled = list(names)
+    random.shuffle(shuffled)
+    assert stable(shuffled, size, chunked) == shards  # the glob's order does not matter
+
+
+@given(file_names, st.from_regex(r"[a-z0-9]{1,8}\.jsonl", fullmatch=True), st.integers(1, 8))
+def test_a_file_added_changes_at_most_the_two_shards_it_lands_in(
+    names: list[str], new: str, size: int
+) -> None:
+    assume(new not in names)
+    before, after = stable(names, size), stable([*names, new], size)
+    assume(not capped(before, size) and not capped(after, size))
+    changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+    assert len(changed) <= 2
+    # ...and they are the ones holding the new file, or the one it was cut from
+    assert all(f"in/{new}" in after.get(n, ()) or n in before for n in changed)
+    assert any(f"in/{new}" in after.get(n, ()) for n in changed)
+
+
+def test_a_run_without_a_boundary_is_cut_at_the_cap() -> None:
+    size = 2
+    keys = [k for k in (f"k{i:03d}" for i in range(100)) if int(key_hash(k), 16) % size][:19]
+    cap = CAP_FACTOR * size
+    assert stable_runs(keys, size) == [(0, cap), (cap, 2 * cap), (2 * cap, 19)]
+
+
+def test_stable_names_do_not_depend_on_where_the_project_lives() -> None:
+    assert glob_root("/data/t/**/*.jsonl") == "/data/t"
+    assert glob_root("t/*.jsonl") == "t" and glob_root("*.jsonl") == ""
+    files = [f"s{i}/x{i}.jsonl" for i in range(20)]
+    here = project_shards(
+        "p", [f"a/{f}" for f in files], chunked=True, shard_size=3, shard_rule="stable",
+        root=glob_root("a/*/*.jsonl"),
+    )  # fmt: skip
+    there = project_shards(
+        "p", [f"/b/c/{f}" for f in files], chunked=True, shard_size=3, shard_rule="stable",
+        root=glob_root("/b/c/*/*.jsonl"),
+    )  # fmt: skip
+    assert list(here.shards) == list(there.shards)
+    assert [len(m) for m in here.shards.values()] == [len(m) for m in there.shards.values()]
 
 
 # Runs `python -m snakemake` with an audit hook (sys.addaudithook: glob.glob
@@ -154,3 +243,51 @@ def test_a_changed_transcript_reruns_only_its_shards_chunk_job(tmp_path: Path) -
     snakemake(tmp_path, target)
     changed = {p for p in files_under(chunks) if p.read_bytes() != before[p]}
     assert changed == {chunks / "t3.jsonl" / "t3.jsonl"}
+
+
+def test_a_new_transcript_reruns_only_the_shard_it_lands_in(tmp_path: Path, fake_server) -> None:
+    """A real run over 12 transcripts, then one more that sorts first: under `sorted`
+    every shard runs again; under `stable` only the shard it lands in (and the
+    project-wide jobs)."""
+    server = fake_server(FAKE_DEMO)
+    reruns = {}
+    for rule in ("sorted", "stable"):
+        work = tmp_path / rule
+        transcripts = work / "transcripts"
+        transcripts.mkdir(parents=True)
+
+        def add(name: str) -> None:
+            (transcripts / name).write_text(  # noqa: B023
+                json.dumps({"role": "user", "text": f"{name}: the build failed"}) + "\n"
+            )
+
+        for i in range(12):
+            add(f"t{i:02d}.jsonl")
+        (work / "queries.yaml").write_text('{"queries": [{"id": "q", "question": "?"}]}')
+        project = {
+            "transcripts": {"glob": str(transcripts / "*.jsonl"), "format": "records"},
+            "queries": str(work / "queries.yaml"),
+        }
+        write_config(work, server.base_url, projects={"p": project}, shard_size=3, shard_rule=rule)
+        target = "results/p/log.jsonl"
+        snakemake(work, target)
+        assert "Nothing to be done" in snakemake(work, "-n", target).stdout
+        add("a.jsonl")
+        reruns[rule] = job_counts(snakemake(work, "-n", target).stdout)
+        snakemake(work, target)
+        assert len((work / target).read_text().splitlines()) == 13
+        if rule == "stable":
+            files = sorted(str(p) for p in transcripts.iterdir())
+            layout = project_shards(
+                "p", files, chunked=False, shard_size=3, shard_rule="stable",
+                root=str(transcripts),
+            )  # fmt: skip
+            first = next(iter(layout.shards))
+            assert layout.shards[first][0] == "results/p/chunks/a.jsonl"
+            manifest = json.loads((work / f"results/p/chunked/{first}.json").read_text())
+            assert manifest["transcripts"][0]["transcript"] == str(transcripts / "a.jsonl")
+    per_shard = ("chunk", "prompts", "responses", "gates")
+    # 12 transcripts in 4 shards of 3, one added in front: all 4 and a fifth
+    assert [reruns["sorted"][r] for r in per_shard] == ["5"] * 4
+    assert [reruns["stable"][r] for r in per_shard] == ["1"] * 4
+    assert reruns["stable"]["sessions"] == reruns["stable"]["log"] == "1"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_transcripts import ALL, CLAUDE, OPENAI, RECORDS, SID, T, sessions_of
 
-from grumem.chunk_files import read_chunk_file, render_records
+from grumem.chunk_files import expand_chunk_paths, read_chunk_file, render_records
 from grumem.cli import TRANSCRIPT_FORMATS
-from grumem.jsonl import validate
+from grumem.jsonl import RecordError, validate
 from grumem.tokens import count_tokens
 from grumem.units import unit_name
 
@@ -139,6 +139,35 @@ def test_units_layout_writes_the_same_files_one_directory_per_transcript(tmp_pat
     )
     for c in written:
         assert Path(c).read_bytes() == (tmp_path / "flat" / Path(c).name).read_bytes()
+
+
+def test_a_manifest_stands_for_the_chunk_files_of_its_directories(tmp_path: Path) -> None:
+    """The later stages take a shard's manifest, not its paths (issue 16): it reads
+    as the transcripts' directories would, in the manifest's order."""
+    root, manifest = tmp_path / "chunks", tmp_path / "chunked" / "s000.json"
+    args = ("--budget", "120", "--units-under", str(root), "--manifest", str(manifest))
+    r = run_cli(*args, *map(str, ALL))
+    assert r.returncode == 0, r.stderr
+    dirs = [str(root / unit_name(f)) for f in ALL]
+    assert expand_chunk_paths([manifest]) == expand_chunk_paths(dirs)
+    assert len(expand_chunk_paths([manifest])) > len(ALL)  # a transcript with two sessions
+    index = [tmp_path / "by-manifest.jsonl", tmp_path / "by-directory.jsonl"]
+    for out, chunks in zip(index, ([str(manifest)], dirs), strict=True):
+        done = subprocess.run(
+            [sys.executable, "-m", "grumem", "sessions", "--out", str(out), *chunks],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    assert index[0].read_bytes() == index[1].read_bytes()
+
+    manifest.write_text('{"transcripts": [{"transcript": "t", "directory": "d"}]}')
+    with pytest.raises(RecordError, match=r"json: field 'transcripts\.0\.chunks' 'chunks' is"):
+        expand_chunk_paths([manifest])
+    manifest.write_text("not json")
+    with pytest.raises(RecordError, match=r"s000\.json: not JSON"):
+        expand_chunk_paths([manifest])
 
 
 def test_units_layout_errors_name_the_files_and_write_no_manifest(tmp_path: Path) -> None:

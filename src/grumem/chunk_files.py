@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grumem.jsonl import RecordError, open_input, read_jsonl, sha256_text
+from grumem.jsonl import RecordError, loads, open_input, read_jsonl, sha256_text, validate
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {
@@ -80,13 +80,29 @@ def read_chunk_file(path: str | os.PathLike[str]) -> list[Chunk]:
     return chunks
 
 
+def manifest_chunks(path: str | os.PathLike[str]) -> list[str]:
+    """The chunk files a `grumem chunk --manifest` file lists: per transcript, in
+    the manifest's order, its chunk files sorted (as its directory would give them)."""
+    with open_input(path) as f:
+        try:
+            document = loads(f.read())
+        except ValueError as e:
+            raise RecordError(path, None, None, f"not JSON: {e}") from None
+    validate(document, "chunk-manifest", path)
+    return [c for t in document["transcripts"] for c in sorted(t["chunks"])]
+
+
 def expand_chunk_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
-    """Files as given; a directory stands for the *.jsonl files in it, sorted."""
+    """Files as given; a directory stands for the *.jsonl files in it, sorted; a
+    `.json` file is a chunk manifest and stands for the chunk files it lists (the
+    workflow passes a shard's manifest, not its thousands of paths: issue 16)."""
     out: list[str] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
             out.extend(str(f) for f in sorted(p.glob("*.jsonl")))
+        elif p.suffix == ".json":
+            out.extend(manifest_chunks(p))
         else:
             out.append(str(p))
     return out

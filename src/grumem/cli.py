@@ -61,14 +61,20 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--template", default=None, help="default templates/gru-mem.txt")
     p.add_argument("--sessions", default=None, help="the project's session index (grumem sessions)")
     p.add_argument("--out", required=True)
-    p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
+    p.add_argument(
+        "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
+    )
     p.set_defaults(handler="grumem.stages.prompts:main")
 
 
 def add_sessions(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sessions", help="stage `sessions`: a project's session index")
     p.add_argument("--out", required=True, help="the index (JSON Lines: session, file, line)")
-    p.add_argument("chunks", nargs="+", help="every chunk file of the project, or directories")
+    p.add_argument(
+        "chunks",
+        nargs="+",
+        help="every chunk file of the project, directories, or chunk manifests (.json)",
+    )
     p.set_defaults(handler="grumem.stages.sessions:main")
 
 
@@ -116,7 +122,7 @@ def add_kappa(sub: argparse._SubParsersAction) -> None:
         "--chunks",
         nargs="+",
         required=True,
-        help="the project's chunk files or directories: calibration pairs must be among them",
+        help="the project's chunk files, directories or manifests: calibration pairs among them",
     )
     p.add_argument(
         "--min-calibration",
@@ -139,7 +145,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "--chunks",
         nargs="+",
         default=(),
-        help="chunk files or directories: t_last_evidence over whole sessions",
+        help="chunk files, directories or chunk manifests: t_last_evidence over whole sessions",
     )
     p.add_argument(
         "--out-dir", required=True, help="writes trajectories.jsonl, turns.parquet, summary.json"
@@ -261,7 +267,9 @@ def add_judge(sub: argparse._SubParsersAction) -> None:
         "overrides llm.concurrency; with a list, it caps their total)",
     )
     add_progress_log(p)
-    p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
+    p.add_argument(
+        "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
+    )
     p.set_defaults(handler="grumem.stages.judge:main")
 
 
@@ -283,7 +291,9 @@ def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, required=True, help="pairs to draw (export.min_calibration+)")
     p.add_argument("--seed", type=int, required=True, help="the same seed draws the same sample")
     p.add_argument("--out", required=True, help="sample JSONL, `evidence: null` to fill")
-    p.add_argument("chunks", nargs="+", help="chunk files, or directories of them")
+    p.add_argument(
+        "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
+    )
     p.set_defaults(handler="grumem.calibration:main_sample")
 
 

@@ -6,18 +6,43 @@ re-glob and re-sort the whole project, so a dry run grew as jobs x files
 ProjectShards per project and run (functools.cache in common.smk) and every
 input function is a lookup in it.
 
-Shard rule: the source files in sorted order, cut into consecutive runs of
-`shard_size`; shard i is named `s{i:03d}`.
+Two shard rules (config `shard_rule`), both over the source files in sorted order:
+
+- `sorted` (the default): consecutive runs of `shard_size` files; shard i is
+  named `s{i:03d}`. One file added near the front moves every later file to
+  another shard, and every shard's jobs run again.
+- `stable`: content-defined boundaries. A file whose key (its path below the
+  glob's fixed directory, see glob_root) hashes to 0 modulo `shard_size`
+  starts a new shard, and so does the file after `4 * shard_size` files
+  without one (the cap). A shard is named `s` + the first 12 hex digits of the
+  sha256 of its first file's key: names do not depend on position. Shards
+  hold `shard_size` files on average. A file added lands in the shard of the
+  file before it, or starts a new one that takes the tail of that shard: one
+  or two shards change and every other shard keeps its name and files. Only
+  a run longer than the cap (about e**-4 of them) shifts its forced cuts, and
+  then only within that run.
+
+The corpus lists trajectories in the log's order, shard after shard and, in
+a shard, query by query: a project's partition decides the order of its
+corpus rows (not their bytes), so changing a project's rule reorders its corpus.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from grumem.errors import GrumemError
 from grumem.units import unit_names
+
+SHARD_RULES = ("sorted", "stable")
+# a `stable` shard never holds more than CAP_FACTOR * shard_size files
+CAP_FACTOR = 4
+NAME_DIGITS = 12
+GLOB_MAGIC = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -36,9 +61,10 @@ class ProjectShards:
         try:
             return self.shards[name]
         except KeyError:
+            names = list(self.shards)
             raise GrumemError(
                 f"project {self.project}: no shard {name!r} "
-                f"(it has {len(self.shards)}: s000 to s{len(self.shards) - 1:03d})"
+                f"(it has {len(names)}: {names[0]} to {names[-1]})"
             ) from None
 
     def transcript(self, unit: str) -> str:
@@ -51,18 +77,82 @@ class ProjectShards:
             ) from None
 
 
-def shard_names(count: int, shard_size: int) -> list[str]:
-    """The names of the shards that `count` units fill, `shard_size` to a shard."""
+def check_shard_size(shard_size: int) -> None:
     if shard_size < 1:
         raise GrumemError(f"shard_size must be at least 1, not {shard_size}")
+
+
+def shard_names(count: int, shard_size: int) -> list[str]:
+    """The names of the shards that `count` units fill, `shard_size` to a shard
+    (the `sorted` rule)."""
+    check_shard_size(shard_size)
     return [f"s{i:03d}" for i in range(-(-count // shard_size))]
 
 
+def glob_root(pattern: str) -> str:
+    """The directory of a glob pattern before its first wildcard: `t/**/*.jsonl` -> `t`."""
+    parts = pattern.split(os.sep)
+    fixed: list[str] = []
+    for part in parts[:-1]:
+        if GLOB_MAGIC & set(part):
+            break
+        fixed.append(part)
+    return os.sep.join(fixed)
+
+
+def file_key(path: str, root: str) -> str:
+    """What the `stable` rule hashes: the path below the glob's root, so that a
+    project moved to another directory keeps its shards."""
+    return os.path.relpath(path, root) if root else path
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def stable_runs(keys: Sequence[str], shard_size: int) -> list[tuple[int, int]]:
+    """[start, end) of each shard of the sorted `keys` under the `stable` rule."""
+    check_shard_size(shard_size)
+    cap = CAP_FACTOR * shard_size
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(keys)):
+        if i - start == cap or int(key_hash(keys[i]), 16) % shard_size == 0:
+            runs.append((start, i))
+            start = i
+    if keys:
+        runs.append((start, len(keys)))
+    return runs
+
+
+def stable_shards(
+    project: str, keys: Sequence[str], chunks: Sequence[str], shard_size: int
+) -> dict[str, tuple[str, ...]]:
+    """Shard name -> chunks, for chunks whose sources have the sorted `keys`."""
+    shards: dict[str, tuple[str, ...]] = {}
+    for start, end in stable_runs(keys, shard_size):
+        name = "s" + key_hash(keys[start])[:NAME_DIGITS]
+        if name in shards:  # two keys sharing 48 bits of sha256: refuse, never merge
+            raise GrumemError(
+                f"project {project}: shards starting at {keys[start]!r} and "
+                f"{shards[name][0]!r} have one name {name}: rename one of the files"
+            )
+        shards[name] = tuple(chunks[start:end])
+    return shards
+
+
 def project_shards(
-    project: str, files: Iterable[str], *, chunked: bool, shard_size: int
+    project: str,
+    files: Iterable[str],
+    *,
+    chunked: bool,
+    shard_size: int,
+    shard_rule: str = "sorted",
+    root: str = "",
 ) -> ProjectShards:
     """The units and shards of a project's source files (chunk files when
-    `chunked`, else transcripts, whose chunk directories live under results/)."""
+    `chunked`, else transcripts, whose chunk directories live under results/).
+    `root` is the glob's fixed directory (glob_root), for the `stable` rule."""
     ordered = sorted(files)
     if chunked:
         units: dict[str, str] = {}
@@ -70,10 +160,16 @@ def project_shards(
     else:
         units = unit_names(project, ordered)
         chunks = tuple(f"results/{project}/chunks/{unit}" for unit in units)
-    shards = {
-        name: chunks[i * shard_size : (i + 1) * shard_size]
-        for i, name in enumerate(shard_names(len(chunks), shard_size))
-    }
+    if shard_rule == "sorted":
+        shards = {
+            name: chunks[i * shard_size : (i + 1) * shard_size]
+            for i, name in enumerate(shard_names(len(chunks), shard_size))
+        }
+    elif shard_rule == "stable":
+        keys = [file_key(f, root) for f in ordered]
+        shards = stable_shards(project, keys, chunks, shard_size)
+    else:
+        raise GrumemError(f"shard_rule must be one of {', '.join(SHARD_RULES)}, not {shard_rule!r}")
     return ProjectShards(
         project=project,
         chunks=chunks,

@@ -13,7 +13,7 @@ from grumem.errors import GrumemError
 from grumem.paths import TEMPLATES_DIR
 from grumem.jsonl import RecordError
 from grumem.llm.endpoints import total_concurrency
-from grumem.shards import project_shards
+from grumem.shards import glob_root, project_shards
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -44,7 +44,8 @@ PROJECTS = sorted(config["projects"])
 wildcard_constraints:
     # names cannot hold a path separator or start with a dot: they stay in results/
     project="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    shard="s[0-9]+",
+    # s000, s001, ... (shard_rule `sorted`) or s + 12 hex digits (`stable`, grumem.shards)
+    shard="s[0-9a-f]+",
 
 
 def project_config(project):
@@ -64,7 +65,12 @@ def project_layout(project):
         raise WorkflowError(f"project {project}: no files match {pattern!r}")
     try:
         return project_shards(
-            project, files, chunked="chunks" in p, shard_size=config["shard_size"]
+            project,
+            files,
+            chunked="chunks" in p,
+            shard_size=config["shard_size"],
+            shard_rule=config["shard_rule"],
+            root=glob_root(pattern),
         )
     except GrumemError as e:
         raise WorkflowError(str(e))
@@ -74,24 +80,13 @@ def shards(project):
     return list(project_layout(project).shards)
 
 
-def shard_chunks(wildcards):
-    """The chunk files of one shard (for transcripts: their unit directories)."""
-    try:
-        return list(project_layout(wildcards.project).shard(wildcards.shard))
-    except GrumemError as e:
-        raise WorkflowError(str(e))
-
-
-def project_chunks(wildcards):
-    """Every chunk file (or unit directory) of a project."""
-    return list(project_layout(wildcards.project).chunks)
-
-
 def chunked(project, shards):
-    """The inputs of a rule reading the chunks of `shards`, what it waits on. For a
-    `chunks` project, the chunk files; for a `transcripts` project, the `chunk`
-    rule's manifests (the unit directories are no rule's declared output, see
-    workflow/rules/chunk.smk)."""
+    """The inputs of a rule reading the chunks of `shards`, what it waits on and
+    what its command reads. For a `chunks` project, the chunk files; for a
+    `transcripts` project, the `chunk` rule's manifests (the unit directories are
+    no rule's declared output, see workflow/rules/chunk.smk), which the stages
+    read for the chunk files: a command line of 100,000 paths would pass the
+    kernel's ARG_MAX, and Snakemake formats a job's params a few times a job."""
     layout = project_layout(project)
     if not layout.units:
         return [c for s in shards for c in layout.shard(s)]

@@ -19,7 +19,6 @@ rule export:
     conda:
         "../../environment.yml"
     params:
-        chunks=project_chunks,
         out_dir="results/{project}/corpus",
         min_kappa=config["export"]["min_kappa"],
         data_source=config["export"]["data_source"],
@@ -31,4 +30,4 @@ rule export:
         " --alpha {params.alpha} --return-weight-update {params.weights[r_update]}"
         " --return-weight-exit {params.weights[r_exit]}"
         " --return-weight-format {params.weights[r_format]}"
-        " --chunks {params.chunks:q} --out-dir {params.out_dir} 2> {log}"
+        " --chunks {input.chunks:q} --out-dir {params.out_dir} 2> {log}"

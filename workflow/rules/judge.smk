@@ -17,14 +17,13 @@ rule judge:
         # a resource, not a param: a changed connection setting reruns no job
         llm_connection=LLM_CONNECTION,
     params:
-        chunks=shard_chunks,
         settings=judge_settings,
     shell:
         "grumem judge --settings {params.settings:q} --connection {resources.llm_connection:q}"
         " --project {wildcards.project}"
         " --queries {input.queries:q} --template {input.template:q} --out {output.labels}"
         " --unparsed {output.unparsed} --concurrency {resources.llm_slots} --log {log}"
-        " {params.chunks:q}"
+        " {input.chunks:q}"
 
 
 rule labels:

@@ -17,9 +17,8 @@ rule kappa:
     conda:
         "../../environment.yml"
     params:
-        chunks=project_chunks,
         min_calibration=config["export"]["min_calibration"],
     shell:
         "grumem kappa --labels {input.labels:q} --calibration {input.calibration:q}"
-        " --queries {input.queries:q} --chunks {params.chunks:q}"
+        " --queries {input.queries:q} --chunks {input.chunks:q}"
         " --min-calibration {params.min_calibration} --out {output} 2> {log}"

@@ -18,10 +18,9 @@ rule prompts:
     conda:
         "../../environment.yml"
     params:
-        chunks=shard_chunks,
         settings=settings("llm", "loop", "budget"),
     shell:
         "grumem prompts --settings {params.settings:q} --project {wildcards.project}"
         " --queries {input.queries:q} --template {input.template:q}"
         " --sessions {input.sessions} --out {output}"
-        " {params.chunks:q} 2> {log}"
+        " {input.chunks:q} 2> {log}"

@@ -9,7 +9,5 @@ rule sessions:
         "benchmarks/sessions/{project}.tsv"
     conda:
         "../../environment.yml"
-    params:
-        chunks=project_chunks,
     shell:
-        "grumem sessions --out {output} {params.chunks:q} 2> {log}"
+        "grumem sessions --out {output} {input:q} 2> {log}"
