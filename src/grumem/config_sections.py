@@ -66,7 +66,7 @@ def fill_defaults(instance: Any, s: Any) -> bool:
     False when `s` holds a keyword the walk does not follow."""
     if not isinstance(s, dict):
         return True
-    if _UNSUPPORTED & s.keys():
+    if any(_holds_default(s[k]) for k in _UNSUPPORTED & s.keys()):
         return False
     properties = s.get("properties", {})
     if isinstance(instance, dict):
@@ -81,3 +81,26 @@ def fill_defaults(instance: Any, s: Any) -> bool:
     if isinstance(instance, list) and items is not None:
         return all(fill_defaults(item, items) for item in instance)
     return True
+
+
+def _holds_default(node: Any, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a default sits anywhere under `node` (local `$ref`s followed): only
+    then can the recipe fill something the walk would miss; a `$ref` to a schema
+    without defaults (llm.base_url's list of endpoints) is checked, not filled."""
+    if isinstance(node, list):
+        return any(_holds_default(n, seen) for n in node)
+    if isinstance(node, str):
+        if not node.startswith("#/$defs/"):
+            return True  # a reference the walk cannot follow: let the reference decide
+        if node in seen:
+            return False
+        target = sections_schema().get("$defs", {}).get(node.removeprefix("#/$defs/"))
+        return target is None or _holds_default(target, seen | {node})
+    if not isinstance(node, dict):
+        return False
+    if "default" in node:
+        return True
+    return any(
+        _holds_default(v, seen) if k == "$ref" or isinstance(v, (dict, list)) else False
+        for k, v in node.items()
+    )
