@@ -66,7 +66,7 @@ def fill_defaults(instance: Any, s: Any) -> bool:
     False when `s` holds a keyword the walk does not follow."""
     if not isinstance(s, dict):
         return True
-    if any(_holds_default(s[k]) for k in _UNSUPPORTED & s.keys()):
+    if any(_holds_default({k: s[k]}) for k in _UNSUPPORTED & s.keys()):
         return False
     properties = s.get("properties", {})
     if isinstance(instance, dict):
@@ -89,18 +89,16 @@ def _holds_default(node: Any, seen: frozenset[str] = frozenset()) -> bool:
     without defaults (llm.base_url's list of endpoints) is checked, not filled."""
     if isinstance(node, list):
         return any(_holds_default(n, seen) for n in node)
-    if isinstance(node, str):
-        if not node.startswith("#/$defs/"):
-            return True  # a reference the walk cannot follow: let the reference decide
-        if node in seen:
-            return False
-        target = sections_schema().get("$defs", {}).get(node.removeprefix("#/$defs/"))
-        return target is None or _holds_default(target, seen | {node})
     if not isinstance(node, dict):
         return False
     if "default" in node:
         return True
-    return any(
-        _holds_default(v, seen) if k == "$ref" or isinstance(v, (dict, list)) else False
-        for k, v in node.items()
-    )
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref not in seen:
+        target = sections_schema().get("$defs", {}).get(ref.removeprefix("#/$defs/"))
+        # a reference the walk cannot follow: let the reference decide
+        if not ref.startswith("#/$defs/") or target is None:
+            return True
+        if _holds_default(target, seen | {ref}):
+            return True
+    return any(_holds_default(v, seen) for k, v in node.items() if k != "$ref")
