@@ -26,8 +26,13 @@
    to match.
 
 The last line is `efficiency=<ratio>` against the free-running schedule.
-`--profile FILE` runs the live part under cProfile and prints the top
-functions (what holds the client back when the efficiency is low).
+`--profile FILE` runs the live part under cProfile (CPU time) and prints the
+top functions (what holds the client back when the efficiency is low). The
+client's start-up (importing the SDK, building its client) is reported apart
+from its CPU per turn, and the load average beside it: the cores are shared.
+`--floor` also measures the transport floor: the client CPU per request of
+the SDK's raw post, of the recording client's SDK path (grumem.llm.sdk) and of
+bare aiohttp, POSTing the same bodies to a fake server that answers at once.
 """
 
 from __future__ import annotations
