@@ -36,7 +36,7 @@ _LENGTH = b"content-length"
 class PrebuiltRequestOpenAI(openai.AsyncOpenAI):
     """AsyncOpenAI whose POSTs of raw bytes to one path reuse the request the SDK built first."""
 
-    def __init__(self, *, path: str, **kwargs: Any):
+    def __init__(self, *, path: str = "/chat/completions", **kwargs: Any):
         super().__init__(**kwargs)
         self._path = path
         # post()'s own FinalRequestOptions.construct fills every default per call
