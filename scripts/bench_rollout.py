@@ -297,21 +297,28 @@ def completion_tokens(record: dict) -> int:
     return json.loads(record["response"]["body"])["usage"]["completion_tokens"]
 
 
+def plan_prompts(
+    llm: dict[str, Any], chunk_files: list[Path], queries: Path
+) -> tuple[LoopSettings, list[dict]]:
+    """The loop's settings and the prompt records of the bench's project."""
+    settings = settings_from_json(json.dumps({"llm": llm}))
+    builder = PromptBuilder(
+        (REPO / "templates" / "gru-mem.txt").read_text(encoding="utf-8"),
+        None,
+        Budget.from_config(settings["budget"]),
+    )
+    q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
+    prompts = list(plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1))
+    return LoopSettings.from_settings(settings), prompts
+
+
 def live_run(
     case: Case, chunk_files: list[Path], queries: Path, workdir: Path, profile: str | None
 ) -> Live:
     server = start_fake_server(server_script(case), workdir)
     try:
         llm = llm_section(case, workdir / "cache", "live", server.base_url)
-        settings = settings_from_json(json.dumps({"llm": llm}))
-        s = LoopSettings.from_settings(settings)
-        builder = PromptBuilder(
-            (REPO / "templates" / "gru-mem.txt").read_text(encoding="utf-8"),
-            None,
-            Budget.from_config(settings["budget"]),
-        )
-        q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
-        prompts = list(plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1))
+        s, prompts = plan_prompts(llm, chunk_files, queries)
         progress = Progress(len(prompts), "live", [sys.stderr])
         # the client's start-up (importing the SDK, building its client) is paid once
         # a job, not a turn: measured apart
@@ -374,20 +381,11 @@ def print_profile(path: str, top: int = 25) -> None:
 
 def floor_bodies(case: Case, chunk_files: list[Path], queries: Path, n: int) -> list[bytes]:
     """The first `n` first-turn request bodies of the bench's plan (real sizes)."""
-    settings = settings_from_json(json.dumps({"llm": llm_section(case, Path("."), "live", "x")}))
-    s = LoopSettings.from_settings(settings)
-    builder = PromptBuilder(
-        (REPO / "templates" / "gru-mem.txt").read_text(encoding="utf-8"),
-        None,
-        Budget.from_config(settings["budget"]),
-    )
-    q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
+    s, prompts = plan_prompts(llm_section(case, Path("."), "live", "x"), chunk_files, queries)
     bodies = []
-    for turn in plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1):
+    for turn in prompts[:n]:
         messages = [{"role": "user", "content": user_message(turn, None)}]
         bodies.append(build_body(MODEL, messages, sampling_params(s.llm, 0)).encode("utf-8"))
-        if len(bodies) == n:
-            break
     return bodies
 
 
