@@ -30,8 +30,13 @@ The last line, read by scripts/bench.py (`make bench`), is
 gates_ms=<f> log_ms=<f> replay_ms_per_turn=<f>`: the client's CPU per turn, the
 efficiency against the free-running schedule, each offline rule's job ms per
 turn in the replay, and the replay's wall ms per turn (`nan` without it).
-`--profile FILE` runs the live part under cProfile and prints the top
-functions (what holds the client back when the efficiency is low).
+`--profile FILE` runs the live part under cProfile (CPU time) and prints the
+top functions (what holds the client back when the efficiency is low). The
+client's start-up (importing the SDK, building its client) is reported apart
+from its CPU per turn, and the load average beside it: the cores are shared.
+`--floor` also measures the transport floor: the client CPU per request of
+the SDK's raw post, of the recording client's SDK path (grumem.llm.sdk) and of
+bare aiohttp, POSTing the same bodies to a fake server that answers at once.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ import yaml
 from grumem.config import settings_from_json
 from grumem.jsonl import dumps, validate
 from grumem.llm.client import LLMClient
+from grumem.llm.request import build_body, sampling_params
+from grumem.loop import user_message
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, Progress, run_shard
 from grumem.template import Budget, PromptBuilder
@@ -264,6 +271,7 @@ class Live:
     in_flight_max: int
     client_cpu: float
     server_cpu: float
+    client_startup_cpu: float
 
 
 class InFlight:
@@ -293,27 +301,40 @@ def completion_tokens(record: dict) -> int:
     return json.loads(record["response"]["body"])["usage"]["completion_tokens"]
 
 
+def plan_prompts(
+    llm: dict[str, Any], chunk_files: list[Path], queries: Path
+) -> tuple[LoopSettings, list[dict]]:
+    """The loop's settings and the prompt records of the bench's project."""
+    settings = settings_from_json(json.dumps({"llm": llm}))
+    builder = PromptBuilder(
+        (REPO / "templates" / "gru-mem.txt").read_text(encoding="utf-8"),
+        None,
+        Budget.from_config(settings["budget"]),
+    )
+    q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
+    prompts = list(plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1))
+    return LoopSettings.from_settings(settings), prompts
+
+
 def live_run(
     case: Case, chunk_files: list[Path], queries: Path, workdir: Path, profile: str | None
 ) -> Live:
     server = start_fake_server(server_script(case), workdir)
     try:
         llm = llm_section(case, workdir / "cache", "live", server.base_url)
-        settings = settings_from_json(json.dumps({"llm": llm}))
-        s = LoopSettings.from_settings(settings)
-        builder = PromptBuilder(
-            (REPO / "templates" / "gru-mem.txt").read_text(encoding="utf-8"),
-            None,
-            Budget.from_config(settings["budget"]),
-        )
-        q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
-        prompts = list(plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1))
+        s, prompts = plan_prompts(llm, chunk_files, queries)
         progress = Progress(len(prompts), "live", [sys.stderr])
+        # the client's start-up (importing the SDK, building its client) is paid once
+        # a job, not a turn: measured apart
+        startup0 = time.process_time()
+        client = LLMClient.from_config(s.llm)
+        startup = time.process_time() - startup0
         server_cpu0, cpu0 = server.cpu_seconds(), time.process_time()
-        profiler = cProfile.Profile() if profile else None
+        # CPU time, not wall time: what the client costs, not what it waits for
+        profiler = cProfile.Profile(time.process_time) if profile else None
 
         async def go() -> tuple[list[dict], float, InFlight]:
-            async with LLMClient.from_config(s.llm) as client:
+            async with client:
                 in_flight = InFlight(client)
                 sampler = asyncio.create_task(in_flight.sample())
                 start = time.perf_counter()
@@ -348,6 +369,7 @@ def live_run(
         in_flight.client.counters.in_flight_max,
         client_cpu,
         server_cpu,
+        startup,
     )
 
 
@@ -356,6 +378,84 @@ def print_profile(path: str, top: int = 25) -> None:
     stats = pstats.Stats(path, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     print(out.getvalue())
+
+
+# ------------------------------------------------------------------ the transport floor
+
+
+def floor_bodies(case: Case, chunk_files: list[Path], queries: Path, n: int) -> list[bytes]:
+    """The first `n` first-turn request bodies of the bench's plan (real sizes)."""
+    s, prompts = plan_prompts(llm_section(case, Path("."), "live", "x"), chunk_files, queries)
+    bodies = []
+    for turn in prompts[:n]:
+        messages = [{"role": "user", "content": user_message(turn, None)}]
+        bodies.append(build_body(MODEL, messages, sampling_params(s.llm, 0)).encode("utf-8"))
+    return bodies
+
+
+def transport_floor(workdir: Path, bodies: list[bytes], concurrency: int) -> dict[str, float]:
+    """Client CPU (ms) per request of three ways to POST the same bodies to the same
+    fake server, which answers at once: the SDK's raw post (AsyncOpenAI over
+    DefaultAioHttpClient, `post(cast_to=httpx2.Response)`), the recording client's
+    SDK path (grumem.llm.sdk: the prebuilt request, the whole-body transport), and
+    bare aiohttp. Only the HTTP exchange: no cache, no records, no parsing."""
+    import aiohttp
+    import httpx2
+    import openai
+
+    from grumem.llm.sdk import PrebuiltRequestOpenAI, WholeBodyTransport
+
+    reply = "<think>x</think>\n<check>no</check>\n<update>m</update>\n<next>continue</next>"
+    server = start_fake_server({"model": MODEL, "default": {"content": reply}}, workdir)
+    url = server.base_url + "/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-no-key"}
+
+    def sdk(cls: type, **extra: Any) -> Any:
+        limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        transport = {"transport": WholeBodyTransport(limits=limits)} if extra else {}
+        http = openai.DefaultAioHttpClient(limits=limits, timeout=600, **transport)
+        return cls(
+            base_url=server.base_url, api_key="sk-no-key", max_retries=0, http_client=http, **extra
+        )
+
+    async def run(way: str) -> float:
+        sem = asyncio.Semaphore(concurrency)
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
+        client = (
+            sdk(openai.AsyncOpenAI)
+            if way == "sdk"
+            else sdk(PrebuiltRequestOpenAI, path="/chat/completions")
+        )
+
+        async def one(body: bytes) -> int:
+            async with sem:
+                if way == "sdk":
+                    r = await client.post(
+                        "/chat/completions", cast_to=httpx2.Response, content=body
+                    )
+                    return r.status_code
+                if way == "grumem":
+                    return (await client.post_bytes(body)).status_code
+                async with session.post(url, data=body, headers=headers) as r:
+                    await r.read()
+                    return r.status
+
+        try:
+            await asyncio.gather(*(one(b) for b in bodies[:concurrency]))  # connections, warm
+            cpu0 = time.process_time()
+            statuses = await asyncio.gather(*(one(b) for b in bodies))
+            cpu = time.process_time() - cpu0
+        finally:
+            await client.close()
+            await session.close()
+        if set(statuses) != {200}:
+            raise SystemExit(f"transport floor: {way} got statuses {sorted(set(statuses))}")
+        return 1000 * cpu / len(bodies)
+
+    try:
+        return {way: asyncio.run(run(way)) for way in ("sdk", "grumem", "aiohttp")}
+    finally:
+        server.stop()
 
 
 # ------------------------------------------------------------------ the workflow
@@ -436,6 +536,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-request", type=float, help="r, tokens/s per request")
     p.add_argument("--no-workflow", action="store_true", help="skip the snakemake replay")
     p.add_argument("--profile", help="cProfile the live run's client into this file")
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure the transport floor: client CPU per request of the SDK's post, "
+        "the recording client's SDK path and bare aiohttp, at --concurrency",
+    )
     p.add_argument("--keep", help="work in this (new) directory and keep it")
     args = p.parse_args(argv)
     base = QUICK if args.quick else FULL
@@ -460,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             f"sigma {case.sigma}, mean ~{mean_tokens:.0f}) capped at {case.cap}, seed {case.seed}"
         )
         live = live_run(case, chunk_files, queries, workdir, args.profile)
+        live_load = os.getloadavg()[0]  # the 1-minute mean: the bench shares the cores
         by_rate = live.tokens / case.rate
         free = simulate_free(live.chains, case.rate, case.per_request, case.concurrency)
         print(f"turns: {live.turns}")
@@ -477,6 +584,10 @@ def main(argv: list[str] | None = None) -> int:
             f" ({1000 * live.server_cpu / live.turns:.2f} ms/turn)"
         )
         print(
+            f"  client start-up (SDK import and client, once a job): {live.client_startup_cpu:.2f}"
+            f" s; load average during the run: {live_load:.2f} on {os.cpu_count()} cores"
+        )
+        print(
             f"server capacity: R / mean tokens = {case.rate * live.turns / live.tokens:.0f} turns/s"
         )
         print(f"ideal (tokens / R): {by_rate:.2f} s -> efficiency {by_rate / live.seconds:.3f}")
@@ -486,6 +597,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.profile:
             print_profile(args.profile)
+        if args.floor:
+            bodies = floor_bodies(case, chunk_files, queries, min(live.turns, 4000))
+            ms = transport_floor(workdir, bodies, case.concurrency)
+            print(
+                f"transport floor ({len(bodies)} requests, {case.concurrency} in flight, answered "
+                f"at once; client CPU per request): SDK post {ms['sdk']:.3f} ms, grumem.llm.sdk "
+                f"{ms['grumem']:.3f} ms, bare aiohttp {ms['aiohttp']:.3f} ms"
+            )
         figures = {"client_ms_per_turn": per_turn, "efficiency": free.seconds / live.seconds}
         if not args.no_workflow:
             seconds, per_rule, cpu_per_rule = workflow_replay(

@@ -3,11 +3,24 @@ how, and that a rerun sends only those (the answers received are cached)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grumem.loop import user_message
-from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests
-from grumem.template import Budget, BudgetError
+from grumem.stages.prompts import plan
+from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests, turn_tokens
+from grumem.template import (
+    DEFAULT_TEMPLATE,
+    NO_PREVIOUS_MEMORY,
+    Budget,
+    BudgetError,
+    PromptBuilder,
+    memory_text,
+)
 from grumem.tokens import count_tokens, token_bound
 
 
@@ -52,12 +65,10 @@ def _settings(context: int, memory: int) -> LoopSettings:
 
 
 def _turn(prefix: str, suffix: str) -> dict:
-    return {
-        "system": None,
-        "prefix": prefix,
-        "suffix": suffix,
-        "tokens": {"question": 1, "section": 1},
-    }
+    turn = {"system": None, "prefix": prefix, "suffix": suffix}
+    # as the prompts stage records it: the first turn's count less its memory's
+    fixed = count_tokens(user_message(turn, None)) - count_tokens(NO_PREVIOUS_MEMORY)
+    return {**turn, "tokens": {"question": 1, "section": 1, "fixed": fixed}}
 
 
 def test_a_turn_within_its_budget_in_tokens_but_not_in_bytes_is_sent() -> None:
@@ -72,3 +83,41 @@ def test_a_turn_over_its_budget_in_tokens_names_the_component() -> None:
     turn, memory = _turn("a", "b"), " ".join(f"m{i}" for i in range(30))
     with pytest.raises(BudgetError, match="over budget: memory is"):
         _check_turn_budget(_settings(1000, 20), turn, user_message(turn, memory), memory)
+
+
+# texts that meet cl100k's pre-tokenizer at the memory slot's edges: newlines,
+# spaces, punctuation, digits, letters of other scripts
+_PIECES = st.sampled_from(["\n", "\n\n", " ", "  ", "\t", "'s", "a", "The", "<", ">", "1234"])
+_TEXTS = st.lists(_PIECES | st.sampled_from(["é", "日本", "🙂", "-", ".\n"]) | st.text(max_size=5))
+_TEXT = _TEXTS.map("".join)
+
+
+@given(
+    question=_TEXT.filter(str.strip),
+    system=st.none() | _TEXT.filter(bool),
+    sections=st.lists(_TEXT, min_size=1, max_size=3),
+    memories=st.lists(st.none() | _TEXT, min_size=1, max_size=3),
+)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_turn_tokens_equal_a_fresh_count_of_the_message_sent(
+    tmp_path: Path, question: str, system: str | None, sections: list, memories: list
+) -> None:
+    """The loop's budget counts (cached, the section never encoded again: issue 15)
+    equal a fresh encode of the very messages the turn sends, on the prompts stage's
+    own records, with any memory in the slot."""
+    chunks = tmp_path / "s.jsonl"
+    lines = [
+        {"session": "s", "index": i, "records": [{"role": "user", "text": text}]}
+        for i, text in enumerate(sections)
+    ]
+    chunks.write_text("".join(json.dumps(c) + "\n" for c in lines), encoding="utf-8")
+    builder = PromptBuilder.from_file(DEFAULT_TEMPLATE, system, Budget())
+    queries = [{"id": "q", "question": question}]
+    for turn in plan("p", [str(chunks)], queries, builder, 1):
+        for memory in memories:
+            counts = turn_tokens(turn, memory)
+            sent = count_tokens(user_message(turn, memory))
+            assert counts["total"] == sent + (count_tokens(system) if system else 0)
+            assert counts["memory"] == count_tokens(memory_text(memory))

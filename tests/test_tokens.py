@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from grumem.tokens import (
     count_tokens,
-    count_tokens_around,
+    count_tokens_refilled,
     count_tokens_within,
     encoding,
     token_bound,
@@ -72,18 +72,27 @@ _PIECES = st.sampled_from(
 _TEXTS = st.lists(_PIECES | st.text(max_size=6), max_size=12).map("".join)
 
 
-@given(_TEXTS, _TEXTS, _TEXTS)
+@given(_TEXTS, _TEXTS, _TEXTS, _TEXTS)
 @settings(max_examples=600, deadline=None)
-def test_count_tokens_around_equals_the_direct_count(prefix: str, middle: str, suffix: str) -> None:
-    """The responses stage's cached budget count (issue 15) is the direct count, exactly."""
-    assert count_tokens_around(prefix, middle, suffix) == count_tokens(prefix + middle + suffix)
+def test_count_tokens_refilled_equals_the_direct_count(
+    prefix: str, known: str, middle: str, suffix: str
+) -> None:
+    """The responses stage's budget count (issue 15): from the count with another
+    memory in the slot, only the slot recounted, it is the direct count, exactly."""
+    known_count = count_tokens(prefix + known + suffix)
+    assert count_tokens_refilled(prefix, suffix, known, known_count, middle) == count_tokens(
+        prefix + middle + suffix
+    )
 
 
-def test_count_tokens_around_on_the_template_equals_the_direct_count() -> None:
+def test_count_tokens_refilled_on_the_template_equals_the_direct_count() -> None:
     template = (Path(__file__).parents[1] / "templates" / "gru-mem.txt").read_text(encoding="utf-8")
     head, tail = template.split("{memory}")
-    for memory in ["No previous memory", "The bus left at 9.\nIt was red.", "\n x", ""]:
-        assert count_tokens_around(head, memory, tail) == count_tokens(head + memory + tail)
+    known = "No previous memory"
+    known_count = count_tokens(head + known + tail)
+    for memory in [known, "The bus left at 9.\nIt was red.", "\n x", "", "x\n"]:
+        refilled = count_tokens_refilled(head, tail, known, known_count, memory)
+        assert refilled == count_tokens(head + memory + tail)
 
 
 @given(_TEXTS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from grumem.gate_parser import MAX_RAW, ParseError, parse_gate_response
 from grumem.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.template import memory_text
-from grumem.tokens import count_tokens, token_bound
+from grumem.tokens import count_tokens_cached, token_bound
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
@@ -61,7 +61,8 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
         }
     text = memory_text(g.candidate)
     if memory_budget is not None and token_bound(text) > memory_budget:
-        tokens = count_tokens(text)
+        # cached: a candidate that becomes the memory is counted again for the next turn
+        tokens = count_tokens_cached(text)
         if tokens > memory_budget:
             return {
                 "parsed": False,

@@ -64,30 +64,52 @@ def count_tokens(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
-@lru_cache(maxsize=4096)
+# two entries a trajectory in flight (its memory, and the slot holding it): room for
+# thousands, or the round robin of a large shard would evict each before its reuse
+@lru_cache(maxsize=16384)
 def count_tokens_cached(text: str) -> int:
     """count_tokens for text that repeats (the system prompt, a memory kept across turns)."""
     return count_tokens(text)
 
 
-def _is_cut(text: str, i: int) -> bool:
-    # cl100k's pre-tokenizer never lets a piece run from a newline into a following
-    # non-space character (each of its patterns ends at, or excludes, a newline before
-    # one), so before such a character the pieces, and the tokens, start afresh
-    return text[i - 1] == "\n" and "!" <= text[i] <= "~"
+# cl100k's pre-tokenizer never lets a piece run from a newline into a following
+# non-space character (each of its patterns ends at, or excludes, a newline before
+# one), so before such a character (a cut) the pieces, and the tokens, start afresh
+def _slot_cuts(prefix: str, suffix: str) -> tuple[int, int]:
+    """The last cut of `prefix` and the first of `suffix` (0 and len(suffix) when
+    none): prefix[:p] and suffix[q:] count the same whatever fills the slot between."""
+    p = 0
+    j = prefix.rfind("\n", 0, len(prefix) - 1)
+    while j >= 0:
+        if "!" <= prefix[j + 1] <= "~":
+            p = j + 1
+            break
+        j = prefix.rfind("\n", 0, j)
+    q = len(suffix)
+    j = suffix.find("\n", 0, len(suffix) - 1)
+    while j >= 0:
+        if "!" <= suffix[j + 1] <= "~":
+            q = j + 1
+            break
+        j = suffix.find("\n", j + 1, len(suffix) - 1)
+    return p, q
 
 
-def count_tokens_around(prefix: str, middle: str, suffix: str) -> int:
-    """count_tokens(prefix + middle + suffix), exactly, with the parts that repeat
-    across turns (the template after the last cut of `prefix`, `middle` there, and
-    `suffix` after its first cut) counted once and cached."""
-    p = next((i for i in range(len(prefix) - 1, 0, -1) if _is_cut(prefix, i)), 0)
-    q = next((i for i in range(1, len(suffix)) if _is_cut(suffix, i)), len(suffix))
-    head = count_tokens(prefix[:p]) if p else 0
+def count_tokens_refilled(
+    prefix: str, suffix: str, known: str, known_count: int, middle: str
+) -> int:
+    """count_tokens(prefix + middle + suffix), exactly, from
+    known_count = count_tokens(prefix + known + suffix): only the slot between the
+    cuts is counted (and cached), never the text around it, which a turn's section
+    makes new at every turn."""
+    if middle == known:
+        return known_count
+    p, q = _slot_cuts(prefix, suffix)
+    head, tail = prefix[p:], suffix[:q]
     return (
-        head
-        + count_tokens_cached(prefix[p:] + middle + suffix[:q])
-        + (count_tokens_cached(suffix[q:]) if q < len(suffix) else 0)
+        known_count
+        - count_tokens_cached(head + known + tail)
+        + count_tokens_cached(head + middle + tail)
     )
 
 

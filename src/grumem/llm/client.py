@@ -367,17 +367,22 @@ class LLMClient:
         import httpx2
         import openai
 
+        from grumem.llm.sdk import PrebuiltRequestOpenAI, WholeBodyTransport
+
         # The SDK over aiohttp (DefaultAioHttpClient): httpx2's own pool (httpcore2)
         # scans every pooled connection on each request and each release, O(in
         # flight) per request: at 1,000 in flight that scan was most of the
         # client's CPU. aiohttp's connector hands out a free connection in O(1).
         # One pool per endpoint, as large as its cap: every request in flight has a connection.
         cap = min(concurrency, self.concurrency)
+        limits = httpx2.Limits(max_connections=cap, max_keepalive_connections=cap)
         http = openai.DefaultAioHttpClient(
-            limits=httpx2.Limits(max_connections=cap, max_keepalive_connections=cap),
+            limits=limits,
             timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            transport=WholeBodyTransport(limits=limits),
         )
-        return openai.AsyncOpenAI(
+        return PrebuiltRequestOpenAI(
+            path=CHAT_PATH,
             base_url=base_url,
             api_key=self._key,
             max_retries=0,
@@ -548,12 +553,11 @@ class LLMClient:
     async def _send(self, wire: bytes, sdk: Any) -> _Outcome:
         """POST the recorded bytes through the SDK's raw path: no request model to
         transform and serialise, no response model to build (the body is the record)."""
-        import httpx2
         import openai
 
         try:
             async with asyncio.timeout(self.timeout):
-                r = await sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=wire)
+                r = await sdk.post_bytes(wire)
             status = r.status_code
             # a 2xx/3xx other than 200 is no answer either; say so in the record
             error = None if status == 200 else self._scrub(server_error_text(status, r.content))

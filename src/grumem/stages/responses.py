@@ -24,8 +24,8 @@ from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 from grumem.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.progress import Progress
-from grumem.template import Budget, BudgetError, check_budget, memory_text
-from grumem.tokens import count_tokens_around, count_tokens_cached, token_bound
+from grumem.template import NO_PREVIOUS_MEMORY, Budget, BudgetError, check_budget, memory_text
+from grumem.tokens import count_tokens_cached, count_tokens_refilled, token_bound
 
 
 @dataclass(frozen=True)
@@ -136,11 +136,11 @@ def _check_turn_budget(s: LoopSettings, turn: dict, user: str, memory: str | Non
     try:
         check_budget(s.budget, _turn_token_bounds(turn, user, memory), s.llm["max_tokens"])
     except BudgetError:
-        check_budget(s.budget, _turn_tokens(turn, memory), s.llm["max_tokens"])
+        check_budget(s.budget, turn_tokens(turn, memory), s.llm["max_tokens"])
 
 
 def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, int]:
-    """_turn_tokens' counts, or upper bounds of them (grumem.tokens.token_bound)."""
+    """turn_tokens' counts, or upper bounds of them (grumem.tokens.token_bound)."""
     system = token_bound(turn["system"]) if turn["system"] else 0
     return {
         "question": turn["tokens"]["question"],
@@ -150,17 +150,24 @@ def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, i
     }
 
 
-def _turn_tokens(turn: dict, memory: str | None) -> dict[str, int]:
-    """The budget counts of user_message(turn, memory) (and the system prompt). The system
-    prompt, the memory and the template around it repeat across turns: their counts
-    are cached (count_tokens_around keeps the total exact)."""
+def turn_tokens(turn: dict, memory: str | None) -> dict[str, int]:
+    """The budget counts of user_message(turn, memory) (and the system prompt), exactly.
+
+    The prompts stage counted the turn with the t=1 memory (`tokens.fixed` is that
+    count, less the memory's own); only the slot around the memory is counted here
+    again, and cached: no turn encodes its section a second time."""
     system = count_tokens_cached(turn["system"]) if turn["system"] else 0
     text = memory_text(memory)
+    first = count_tokens_cached(NO_PREVIOUS_MEMORY)
+    user_first = turn["tokens"]["fixed"] - system + first
+    user = count_tokens_refilled(
+        turn["prefix"], turn["suffix"], NO_PREVIOUS_MEMORY, user_first, text
+    )
     return {
         "question": turn["tokens"]["question"],
         "section": turn["tokens"]["section"],
         "memory": count_tokens_cached(text),
-        "total": count_tokens_around(turn["prefix"], text, turn["suffix"]) + system,
+        "total": user + system,
     }
 
 
