@@ -131,7 +131,7 @@ def _score(
     """The scoring pass: what the advantages need of every trajectory to export."""
     out: list[tuple[str, ScoredTrajectory]] = []
     missing = Missing()
-    for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log))):
+    for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log, hash=False))):
         record = trajectory(inputs.log, traj, labels, sessions, missing, rewards_only=True)
         if record is not None and not missing:
             out.append((record["trajectory_id"], scored(record)))
