@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 from typing import Any
 
-from grumem.jsonl import RecordError, sha256_bytes, sha256_text
+from grumem.jsonl import RecordError, loads, sha256_bytes, sha256_text
 
 
 def stored_body(raw: bytes) -> dict[str, str]:
@@ -91,7 +90,7 @@ NOT_A_CHAT_COMPLETION = (ValueError, KeyError, IndexError, TypeError)
 
 def chat_content(body: str | bytes) -> tuple[str, str | None]:
     """(content, finish_reason) of an OpenAI chat.completion body; ValueError if it has none."""
-    data = json.loads(body)
+    data = loads(body)  # orjson where it agrees with the stdlib
     choice = data["choices"][0]
     content = choice["message"]["content"]
     if not isinstance(content, str):

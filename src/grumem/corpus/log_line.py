@@ -24,16 +24,13 @@ __all__ = ["decode_line"]
 
 
 class _Record(msgspec.Struct, frozen=True):
-    """Read like a dict: `r["name"]`, `r.get("name")` (an absent optional field is None)."""
+    """Read like a dict: `r["name"]`, `r.get("name")` (an absent optional field is None).
 
-    def __getitem__(self, name: str) -> Any:
-        try:
-            value = getattr(self, name)
-        except AttributeError:
-            raise KeyError(name) from None
-        if value is msgspec.UNSET:
-            raise KeyError(name)
-        return value
+    `r["name"]` is the attribute lookup itself (a C slot, not a Python method: the
+    export reads ~45 fields a line); every field is required but `response_model`,
+    which is read with `get`."""
+
+    __getitem__ = object.__getattribute__
 
     def get(self, name: str, default: Any = None) -> Any:
         value = getattr(self, name, default)

@@ -48,7 +48,7 @@ from grumem.corpus.parquet import ParquetSink, parquet_rows
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing, check_trajectory, trajectory
 from grumem.errors import GrumemError
-from grumem.jsonl import atomic_files, dumps, validate
+from grumem.jsonl import atomic_files, dumps_bytes, validate
 from grumem.labels import Labels, MissingLabelsError, load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
@@ -87,7 +87,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     reader = LogReader(inputs.log)
     summary = Summary(advantages=table.summary)
     # summary.json first: it is renamed last, so its presence means the corpus is complete
-    files = ((SUMMARY, "w"), (TRAJECTORIES, "w"), (TURNS, "wb"))
+    files = ((SUMMARY, "w"), (TRAJECTORIES, "wb"), (TURNS, "wb"))
     with atomic_files(inputs.out_dir, files) as out:
         sink = ParquetSink(out[TURNS])
         try:
@@ -146,7 +146,7 @@ def _export_stream(
     sessions: dict[str, list[str]] | None,
     summary: Summary,
     sink: ParquetSink,
-    out: IO[str],
+    out: IO[bytes],
     table: AdvantageTable,
 ) -> None:
     missing = Missing()
@@ -161,8 +161,8 @@ def _export_stream(
             continue  # keep reading to count every missing label, write nothing more
         table.fill(record)
         check_trajectory(record)
-        out.write(dumps(record))
-        out.write("\n")
+        out.write(dumps_bytes(record))
+        out.write(b"\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
         for row, size in parquet_rows(inputs.data_source, inputs.ability, record, first_index):

@@ -1,6 +1,7 @@
-"""grumem.corpus.log_line: the export's one-pass decoder of log lines may be stricter
-than workflow/schemas/log.schema.yaml (a line it refuses goes the reference way),
-never looser, and reads a line as the reference does."""
+"""The export's typed mirrors of two schemas, each may be stricter than its schema (what
+it refuses goes the reference way), never looser: grumem.corpus.log_line (the
+one-pass decoder of log lines, which also reads a line as the reference does) and
+grumem.corpus.trajectory_check (the check of every corpus line written)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import pytest
 from checkout import FIXTURES_DIR
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_stage_export import calibrate, inputs
 
 from grumem.corpus.log_line import decode_line
+from grumem.corpus.trajectory_check import fast_check
 from grumem.jsonl import RecordError, dumps, read_jsonl, validate
+from grumem.stages.export import TRAJECTORIES, export
 
 LOG = FIXTURES_DIR / "export" / "log.jsonl"
 LINES: list[dict[str, Any]] = list(read_jsonl(LOG, "log"))
@@ -68,9 +72,9 @@ def _set(record: Any, path: tuple[Any, ...], value: Any, delete: bool = False) -
     return out
 
 
-def _schema_accepts(record: Any) -> bool:
+def _schema_accepts(record: Any, schema: str = "log") -> bool:
     try:
-        validate(record, "log")
+        validate(record, schema)
     except RecordError:
         return False
     return True
@@ -97,9 +101,7 @@ def test_absent_optional_field_reads_as_missing():
     line = decode_line(dumps(LINES[0]).encode())
     assert "response_model" not in LINES[0]
     assert line.get("response_model") is None
-    with pytest.raises(KeyError):
-        line["response_model"]
-    with pytest.raises(KeyError):
+    with pytest.raises(AttributeError):
         line["no_such_field"]
 
 
@@ -163,3 +165,49 @@ def test_a_huge_integer_is_read_exactly():
     line = json.loads(dumps(LINES[0]))
     line["sample"] = 2**70
     assert decode_line(dumps(line).encode())["sample"] == 2**70
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The fixture's trajectories as exported, plus one with a re-ask and an abort."""
+    work = tmp_path_factory.mktemp("export")
+    for name in ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl"):
+        (work / name).write_bytes((FIXTURES_DIR / "export" / name).read_bytes())
+    calibrate(work)
+    export(inputs(work))
+    records = list(read_jsonl(work / "corpus" / TRAJECTORIES, "trajectory"))
+    extra = copy.deepcopy(records[0])
+    turn = extra["turns"][0]
+    turn["earlier_asks"] = [
+        {"ask": 0, "request_sha256": "x", "response": None, "parsed": False, "parse_error": {}}
+    ]
+    extra["aborted"] = {"t": 3, "reason": "budget", "component": "section"}
+    extra["r_exit"], extra["r_exit_reason"] = None, "aborted"
+    return [*records, extra]
+
+
+def test_every_exported_trajectory_passes_the_fast_check(corpus):
+    for record in corpus:
+        assert _schema_accepts(record, "trajectory")
+        assert fast_check(record), record["trajectory_id"]
+
+
+def test_trajectory_mutations_pass_the_fast_check_only_if_the_schema_accepts_them(corpus):
+    """Every field of every trajectory (nested ones too) set to each JSON type, deleted,
+    or given an unknown sibling, plus each r_exit value: whatever the fast check
+    accepts, the schema accepts."""
+    accepted = refused = 0
+    for record in corpus:
+        mutants = [_set(record, ("r_exit",), v) for v in (0, 0.0, -0.75, -0.5, -1, 0.5, False)]
+        for path in _paths(record):
+            mutants += [_set(record, path, v) for v in VALUES]
+            mutants.append(_set(record, path, None, delete=True))
+            if len(path) == 1 or isinstance(path[-1], str):
+                mutants.append(_set(record, (*path[:-1], "extra_field"), 1))
+        for m in mutants:
+            if fast_check(m):
+                accepted += 1
+                assert _schema_accepts(m, "trajectory"), m
+            else:
+                refused += 1
+    assert accepted and refused
