@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_stage_export import calibrate, inputs
 
 from grumem.corpus.log_line import decode_line
+from grumem.corpus.trajectory import record_bytes
 from grumem.corpus.trajectory_check import fast_check
 from grumem.jsonl import RecordError, dumps, read_jsonl, validate
 from grumem.stages.export import TRAJECTORIES, export
@@ -211,3 +212,26 @@ def test_trajectory_mutations_pass_the_fast_check_only_if_the_schema_accepts_the
             else:
                 refused += 1
     assert accepted and refused
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    advantages=st.lists(st.none() | st.floats(allow_nan=False), min_size=3, max_size=3),
+    parse_error=st.dictionaries(st.text(), JSON, max_size=3),
+)
+def test_record_bytes_are_what_dumps_writes(corpus, advantages, parse_error):
+    """orjson writes the line only where it agrees with the reference byte for byte:
+    tiny, huge and negative-zero floats, odd parse errors included."""
+    record = copy.deepcopy(corpus[-1])
+    for turn in record["turns"]:
+        turn["advantage"], turn["advantage_traj"], turn["advantage_turn"] = advantages
+        for ask in turn["earlier_asks"]:
+            ask["parse_error"] = parse_error
+    assert record_bytes(record) == dumps(record).encode("utf-8")

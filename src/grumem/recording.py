@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 from typing import Any
 
-from grumem.jsonl import RecordError, loads, sha256_bytes, sha256_text
+import orjson
+
+from grumem.jsonl import RecordError, sha256_bytes, sha256_text
 
 
 def stored_body(raw: bytes) -> dict[str, str]:
@@ -88,9 +91,20 @@ def check_response(
 NOT_A_CHAT_COMPLETION = (ValueError, KeyError, IndexError, TypeError)
 
 
+def body_json(body: str | bytes) -> Any:
+    """A recorded body parsed for its strings (messages, content): orjson, or the
+    stdlib's value or error where orjson refuses it. Unlike jsonl.loads it lets
+    orjson read an integer past 64 bits as a float: no string read from a body
+    can change by that, and the guard cost a pass over every body."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
 def chat_content(body: str | bytes) -> tuple[str, str | None]:
     """(content, finish_reason) of an OpenAI chat.completion body; ValueError if it has none."""
-    data = loads(body)  # orjson where it agrees with the stdlib
+    data = body_json(body)
     choice = data["choices"][0]
     content = choice["message"]["content"]
     if not isinstance(content, str):

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grumem.corpus.log_line import decode_line
-from grumem.jsonl import RecordError, checked, json_line, loads, open_input
-from grumem.recording import check_request, recorded_content
+from grumem.jsonl import RecordError, checked, json_line, open_input
+from grumem.recording import body_json, check_request, recorded_content
 
 # the fields every line of a trajectory repeats
 TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")
@@ -137,7 +137,7 @@ def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[d
     """The chat messages exactly as sent: the recorded body, verified, never rebuilt."""
     body = check_request(path, lineno, request)
     try:
-        messages = loads(body)["messages"]
+        messages = body_json(body)["messages"]
     except (json.JSONDecodeError, TypeError, KeyError) as e:
         raise RecordError(
             path,

@@ -46,9 +46,15 @@ from grumem.corpus.calibration_gate import ExportRefused, check_calibration
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.parquet import ParquetSink, parquet_rows
 from grumem.corpus.summary import Summary, format_summary
-from grumem.corpus.trajectory import MISSING_SHOWN, Missing, check_trajectory, trajectory
+from grumem.corpus.trajectory import (
+    MISSING_SHOWN,
+    Missing,
+    check_trajectory,
+    record_bytes,
+    trajectory,
+)
 from grumem.errors import GrumemError
-from grumem.jsonl import atomic_files, dumps_bytes, validate
+from grumem.jsonl import atomic_files, validate
 from grumem.labels import Labels, MissingLabelsError, load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
@@ -161,7 +167,7 @@ def _export_stream(
             continue  # keep reading to count every missing label, write nothing more
         table.fill(record)
         check_trajectory(record)
-        out.write(dumps_bytes(record))
+        out.write(record_bytes(record))
         out.write(b"\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
