@@ -6,7 +6,8 @@
 Generates (streaming) a synthetic log of N turns with realistic request and
 response bodies, labels, calibration and kappa.json in a temporary
 directory, then runs `grumem export` on it in a fresh process and prints
-turns/s and that process's peak RSS. It does the same at N/10 first: the
+turns/s (wall clock, and per CPU second: on a shared machine the wall clock
+measures the neighbours too) and that process's peak RSS. It does the same at N/10 first: the
 export streams the log (one trajectory in memory at a time), so peak memory
 must not grow with N. `--quick` is 20k and 200k turns.
 
@@ -236,9 +237,10 @@ def run_export(work: Path, profile: str | None = None) -> dict:
         "t0 = time.perf_counter()\n"
         "s = p.runcall(export, inputs) if p else export(inputs)\n"
         "dt = time.perf_counter() - t0\n"
-        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "u = resource.getrusage(resource.RUSAGE_SELF)\n"
         "p and p.dump_stats(prof)\n"
-        "print(json.dumps({'turns': s['turns'], 'seconds': dt, 'peak_rss_kib': rss}))\n"
+        "print(json.dumps({'turns': s['turns'], 'seconds': dt, 'peak_rss_kib': u.ru_maxrss,"
+        " 'cpu_s': u.ru_utime + u.ru_stime}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(work), profile or ""], capture_output=True, text=True
@@ -307,7 +309,8 @@ def main() -> None:
             results.append(r)
             print(
                 f"{r['turns']:>9} turns: {r['turns'] / r['seconds']:8.0f} turns/s"
-                f" ({r['seconds']:.1f} s), peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB"
+                f" ({r['seconds']:.1f} s; CPU {r['cpu_s']:.1f} s, {r['turns'] / r['cpu_s']:.0f}"
+                f" turns/CPU-s), peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB"
                 f" | log {r['log_bytes'] / 2**20:.0f} MiB, labels {r['labels']},"
                 f" generated in {r['generate_s']:.1f} s",
                 flush=True,

@@ -914,3 +914,22 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
     with pytest.raises(RecordError) as e:
         export(inputs(work, out="again"))
     assert (e.value.line, e.value.field) == (2, "earlier_asks.0.content")
+
+
+def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch) -> None:
+    """The columnar sink cuts row groups at ROW_GROUP_ROWS (written in a thread while
+    the next is read) and each holds exactly the rows parquet_rows gives, in order."""
+    from grumem.corpus import parquet
+
+    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 5)
+    export(inputs(work))
+    f = pq.ParquetFile(work / "corpus" / TURNS)
+    assert [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [5] * 4 + [4]
+    rows, index = [], 0
+    for record in trajectories(work / "corpus"):
+        for row, _ in parquet.parquet_rows("grumem", "memory_gating", record, index):
+            rows.append(row)
+        index = len(rows)
+    assert f.read().to_pylist() == rows
+    expected = pa.Table.from_pylist(rows, schema=parquet.PARQUET_SCHEMA)
+    assert f.read().equals(expected)

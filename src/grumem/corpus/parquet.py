@@ -4,6 +4,7 @@ reward_model, extra_info) and a sink that writes it one row group at a time."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 import pyarrow as pa
@@ -81,6 +82,14 @@ PARQUET_SCHEMA = pa.schema(
 )
 
 
+_PROMPT = PARQUET_SCHEMA.field("prompt").type
+_MESSAGE = _PROMPT.value_type
+_REWARD_MODEL = PARQUET_SCHEMA.field("reward_model").type
+_EXTRA_INFO = PARQUET_SCHEMA.field("extra_info").type
+_TOP = ("data_source", "ability")
+_COLUMNS = (*_TOP, *(f.name for f in (*_REWARD_MODEL, *_EXTRA_INFO)))
+
+
 def _statistics_columns() -> list[str]:
     leaves: list[str] = []
 
@@ -99,7 +108,9 @@ def _statistics_columns() -> list[str]:
 
 
 class ParquetSink:
-    """verl rows, buffered and written one row group at a time."""
+    """verl rows, kept as columns and written one row group at a time; the parquet
+    encoding and compression of a row group run in a thread (pyarrow releases the
+    GIL) while the next one is read."""
 
     def __init__(self, sink: str | IO[bytes]):
         # no created_by override needed: pyarrow writes its version, not a time,
@@ -107,23 +118,78 @@ class ParquetSink:
         self._writer = pq.ParquetWriter(
             sink, PARQUET_SCHEMA, compression="zstd", write_statistics=_statistics_columns()
         )
-        self._rows: list[dict[str, Any]] = []
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pending: Future | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self._cols: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
+        self._offsets = [0]  # the prompt list's offsets into roles and contents
+        self._roles: list[str] = []
+        self._contents: list[str] = []
+        self._rows = 0
         self._bytes = 0
 
     def add(self, row: dict[str, Any], size: int) -> None:
-        self._rows.append(row)
+        """One row (parquet_row's shape) of `size` bytes of text."""
+        cols = self._cols
+        for name in _TOP:
+            cols[name].append(row[name])
+        for name, value in row["reward_model"].items():
+            cols[name].append(value)
+        for name, value in row["extra_info"].items():
+            cols[name].append(value)
+        for m in row["prompt"]:
+            self._roles.append(m["role"])
+            self._contents.append(m["content"])
+        self._offsets.append(len(self._roles))
+        self._rows += 1
         self._bytes += size
-        if len(self._rows) >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
+        if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
             self.flush()
 
     def flush(self) -> None:
         if self._rows:
-            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=PARQUET_SCHEMA))
-            self._rows, self._bytes = [], 0
+            table = self._table()
+            self._clear()
+            self._wait()
+            self._pending = self._pool.submit(self._writer.write_table, table)
+
+    def _table(self) -> pa.Table:
+        cols = self._cols
+        prompt = pa.ListArray.from_arrays(
+            pa.array(self._offsets, pa.int32()),
+            pa.StructArray.from_arrays(
+                [pa.array(self._roles, pa.string()), pa.array(self._contents, pa.string())],
+                fields=list(_MESSAGE),
+            ),
+            type=_PROMPT,
+        )
+        reward_model, extra_info = (
+            pa.StructArray.from_arrays([pa.array(cols[f.name], f.type) for f in t], fields=list(t))
+            for t in (_REWARD_MODEL, _EXTRA_INFO)
+        )
+        arrays = [
+            pa.array(cols["data_source"], pa.string()),
+            prompt,
+            pa.array(cols["ability"], pa.string()),
+            reward_model,
+            extra_info,
+        ]
+        return pa.Table.from_arrays(arrays, schema=PARQUET_SCHEMA)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
 
     def close(self) -> None:
         """Close the file; rows not yet flushed are dropped (the caller flushes on success)."""
-        self._writer.close()
+        try:
+            self._wait()
+        finally:
+            self._pool.shutdown()
+            self._writer.close()
 
 
 def parquet_rows(
