@@ -916,20 +916,29 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
     assert (e.value.line, e.value.field) == (2, "earlier_asks.0.content")
 
 
-def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch) -> None:
-    """The columnar sink cuts row groups at ROW_GROUP_ROWS (written in a thread while
-    the next is read) and each holds exactly the rows parquet_rows gives, in order."""
+@pytest.mark.parametrize("limit", ["ROW_GROUP_ROWS", "ROW_GROUP_BYTES"])
+def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) -> None:
+    """The columnar sink cuts a row group at the row that reaches ROW_GROUP_ROWS or
+    ROW_GROUP_BYTES (mid-trajectory too; written in a thread while the next is read),
+    and the file holds exactly the rows parquet_rows gives, in order."""
     from grumem.corpus import parquet
 
-    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 5)
+    monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
     export(inputs(work))
-    f = pq.ParquetFile(work / "corpus" / TURNS)
-    assert [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [5] * 4 + [4]
-    rows, index = [], 0
+    rows, sizes = [], []
     for record in trajectories(work / "corpus"):
-        for row, _ in parquet.parquet_rows("grumem", "memory_gating", record, index):
+        for row, size in parquet.parquet_rows("grumem", "memory_gating", record, len(rows)):
             rows.append(row)
-        index = len(rows)
+            sizes.append(size)
+    expected_groups, n, b = [], 0, 0
+    for size in sizes:
+        n, b = n + 1, b + size
+        if n >= parquet.ROW_GROUP_ROWS or b >= parquet.ROW_GROUP_BYTES:
+            expected_groups.append(n)
+            n, b = 0, 0
+    expected_groups += [n] if n else []
+    f = pq.ParquetFile(work / "corpus" / TURNS)
+    groups = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
+    assert groups == expected_groups and len(groups) > 2
     assert f.read().to_pylist() == rows
-    expected = pa.Table.from_pylist(rows, schema=parquet.PARQUET_SCHEMA)
-    assert f.read().equals(expected)
+    assert f.read().equals(pa.Table.from_pylist(rows, schema=parquet.PARQUET_SCHEMA))

@@ -130,23 +130,36 @@ class ParquetSink:
         self._rows = 0
         self._bytes = 0
 
-    def add(self, row: dict[str, Any], size: int) -> None:
-        """One row (parquet_row's shape) of `size` bytes of text."""
-        cols = self._cols
-        for name in _TOP:
-            cols[name].append(row[name])
-        for name, value in row["reward_model"].items():
-            cols[name].append(value)
-        for name, value in row["extra_info"].items():
-            cols[name].append(value)
-        for m in row["prompt"]:
-            self._roles.append(m["role"])
-            self._contents.append(m["content"])
-        self._offsets.append(len(self._roles))
-        self._rows += 1
-        self._bytes += size
-        if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
-            self.flush()
+    def add_trajectory(
+        self, data_source: str, ability: str, traj: dict[str, Any], first_index: int
+    ) -> None:
+        """A trajectory's verl rows (as parquet_rows gives them, built as columns: a
+        row's dict would cost more than the row); `first_index` is its first row's
+        place in the file."""
+        turns = traj["turns"]
+        cols = trajectory_columns(data_source, ability, traj, first_index)
+        start = 0
+        for i, turn in enumerate(turns):
+            self._rows += 1
+            self._bytes += row_size(turn)
+            if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
+                self._extend(cols, turns, start, i + 1)
+                self.flush()
+                start = i + 1
+        if start < len(turns):
+            self._extend(cols, turns, start, len(turns))
+
+    def _extend(
+        self, cols: dict[str, list[Any]], turns: list[dict[str, Any]], a: int, b: int
+    ) -> None:
+        for name, values in cols.items():
+            self._cols[name] += values[a:b]
+        roles, contents, offsets = self._roles, self._contents, self._offsets
+        for turn in turns[a:b]:
+            for m in turn["prompt"]:
+                roles.append(m["role"])
+                contents.append(m["content"])
+            offsets.append(len(roles))
 
     def flush(self) -> None:
         if self._rows:
@@ -190,6 +203,58 @@ class ParquetSink:
         finally:
             self._pool.shutdown()
             self._writer.close()
+
+
+def trajectory_columns(
+    data_source: str, ability: str, traj: dict[str, Any], first_index: int
+) -> dict[str, list[Any]]:
+    """The values of parquet_rows(...) by leaf column (prompt aside), one per turn."""
+    turns = traj["turns"]
+    n = len(turns)
+    failures = sum(not ask["parsed"] for turn in turns for ask in (*turn["earlier_asks"], turn))
+    cols: dict[str, list[Any]] = {
+        "data_source": [data_source] * n,
+        "ability": [ability] * n,
+        "style": ["rule"] * n,
+        "ground_truth": ["yes" if turn["label"] else "no" for turn in turns],
+        "split": ["train"] * n,
+        "index": list(range(first_index, first_index + n)),
+        "aborted": [traj["aborted"] is not None] * n,
+        "exit_gates": [[turn["exit_gate"] for turn in turns]] * n,
+        "other_asks_parsed": [failures - (not turn["parsed"]) == 0 for turn in turns],
+    }
+    for name in _PER_TURN:
+        cols[name] = [turn[name] for turn in turns]
+    for name in _PER_TRAJECTORY:
+        cols[name] = [traj[name]] * n
+    return cols
+
+
+_PER_TURN = (
+    "t",
+    "chunk_sha",
+    "label",
+    "response",
+    "r_update",
+    "parsed",
+    "update_gate",
+    "exit_gate",
+    "attempt",
+    "asks",
+    "request_sha256",
+    "response_model",
+    *ADVANTAGES,
+)
+_PER_TRAJECTORY = (
+    "trajectory_id",
+    "r_exit",
+    "r_exit_reason",
+    "r_format",
+    "r_outcome",
+    "t_exit",
+    "t_last_evidence",
+    *TRAJECTORY_FIELDS,
+)
 
 
 def parquet_rows(

@@ -44,7 +44,7 @@ from grumem.chunk_files import iter_sessions
 from grumem.corpus.advantage_table import AdvantageTable, scored
 from grumem.corpus.calibration_gate import ExportRefused, check_calibration
 from grumem.corpus.log_reader import LogReader, group_trajectories
-from grumem.corpus.parquet import ParquetSink, parquet_rows
+from grumem.corpus.parquet import ParquetSink
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import (
     MISSING_SHOWN,
@@ -171,8 +171,7 @@ def _export_stream(
         out.write(b"\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
-        for row, size in parquet_rows(inputs.data_source, inputs.ability, record, first_index):
-            sink.add(row, size)
+        sink.add_trajectory(inputs.data_source, inputs.ability, record, first_index)
     _raise_missing(inputs, missing)
 
 
