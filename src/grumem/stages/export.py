@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from grumem.advantages import ALPHA, ReturnWeights, ScoredTrajectory
+from grumem.advantages import ALPHA, ReturnWeights
 from grumem.chunk_files import iter_sessions
-from grumem.corpus.advantage_table import AdvantageTable, scored
+from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.calibration_gate import ExportRefused, check_calibration
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.parquet import ParquetSink
@@ -131,16 +131,14 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     return result
 
 
-def _score(
-    inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None
-) -> list[tuple[str, ScoredTrajectory]]:
+def _score(inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None) -> Scores:
     """The scoring pass: what the advantages need of every trajectory to export."""
-    out: list[tuple[str, ScoredTrajectory]] = []
+    out = Scores()
     missing = Missing()
     for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log, hash=False))):
         record = trajectory(inputs.log, traj, labels, sessions, missing, rewards_only=True)
         if record is not None and not missing:
-            out.append((record["trajectory_id"], scored(record)))
+            out.add(record)
     _raise_missing(inputs, missing)
     return out
 
