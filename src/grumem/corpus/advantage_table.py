@@ -36,7 +36,7 @@ class Scores:
         self._groups: dict[Hashable, int] = {}
         self._members: list[list[int]] = []  # group -> trajectory indices
         self.ids: list[str] = []
-        self._packed: list[tuple[int, bytes, array | None, float | None, int]] = []
+        self._packed: list[tuple[int, bytes, array | None, float | None, int] | None] = []
         self.turns = 0
 
     def add(self, record: dict[str, Any]) -> None:
@@ -59,12 +59,14 @@ class Scores:
     def groups(self) -> int:
         return len(self._members)
 
-    def group(self, g: int) -> tuple[list[int], list[ScoredTrajectory]]:
-        """Trajectory indices of group `g` and what advantages need of each, in log order."""
+    def take_group(self, g: int) -> tuple[list[int], list[ScoredTrajectory]]:
+        """Trajectory indices of group `g` and what advantages need of each, in log
+        order; their packed numbers are dropped (the table grows as these go)."""
         idx = self._members[g]
         out = []
         for i in idx:
             group, r_update, dense, r_exit, r_format = self._packed[i]
+            self._packed[i] = None
             ts = dense if dense is not None else range(1, len(r_update) + 1)
             pairs = tuple((t, 1 if r else -1) for t, r in zip(ts, r_update, strict=True))
             out.append(ScoredTrajectory(group, pairs, r_exit, r_format))
@@ -81,7 +83,7 @@ class AdvantageTable:
         self._traj: dict[str, tuple[int, float | None]] = {}
         self._turn: list[dict[tuple[int, int], float | None]] = []
         for g in range(scores.groups):
-            idx, group = scores.group(g)
+            idx, group = scores.take_group(g)
             turn_values: dict[tuple[int, int], float | None] = {}
             for i, traj, turns in zip(
                 idx, group, group_advantages(group, alpha, weights, nulls=nulls), strict=True
