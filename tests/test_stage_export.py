@@ -942,3 +942,23 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     assert groups == expected_groups and len(groups) > 2
     assert f.read().to_pylist() == rows
     assert f.read().equals(pa.Table.from_pylist(rows, schema=parquet.PARQUET_SCHEMA))
+
+
+def test_advantage_table_fills_in_scoring_order_only(work: Path) -> None:
+    """The table is keyed by a trajectory's place among the exported ones (no id kept
+    per trajectory): a record met out of that order is an error, never another's
+    advantages."""
+    from grumem.advantages import ALPHA, ReturnWeights
+    from grumem.corpus.advantage_table import AdvantageTable, Scores
+
+    export(inputs(work))
+    records = trajectories(work / "corpus")
+    scores = Scores()
+    for r in records:
+        scores.add(r)
+    table = AdvantageTable(scores, ALPHA, ReturnWeights())
+    first = json.loads(json.dumps(records[0]))
+    table.fill(first)
+    assert first == records[0]  # the same advantages again
+    with pytest.raises(GrumemError, match="not the one the export's first pass scored"):
+        table.fill(records[2])

@@ -3,18 +3,19 @@ between the export's two passes and held until the second has written every turn
 
 A group (the samples of one project, query and session) need not be contiguous
 in the log, so the first pass keeps a few numbers per trajectory, packed
-(`Scores`: ~10 bytes a turn); the groups are then scored one at a time and the
+(`Scores`: ~4 bytes a turn); the groups are then scored one at a time and the
 table keeps what the advantages are made of, not a value per turn: each
 trajectory's A_traj, and each group's A_turn per (t, r_update), which is the
 same for every sample of the group with that r_update at that t. Â is mixed
 again when a turn is filled, by the same function (grumem.advantages.mix) on
 the same numbers, so it is the value group_advantages computed. Peak memory
-then grows by ~20 bytes a turn, not ~120 (a 1M-turn export held 116 MiB more
-than a 100k one).
+then grows by a few bytes a turn, not ~120 (a 1M-turn export held 116 MiB
+more than a 100k one).
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Hashable
 from typing import Any
@@ -27,72 +28,92 @@ from grumem.advantages import (
     group_advantages,
     mix,
 )
+from grumem.errors import GrumemError
 
 
 class Scores:
-    """What advantages need of every exported trajectory, packed, in log order."""
+    """What advantages need of every exported trajectory, packed in arrays (~4 bytes
+    a turn), by its place among the exported trajectories: the second pass meets
+    them in the same order."""
 
     def __init__(self) -> None:
         self._groups: dict[Hashable, int] = {}
-        self._members: list[list[int]] = []  # group -> trajectory indices
-        self.ids: list[str] = []
-        self._packed: list[tuple[int, bytes, array | None, float | None, int] | None] = []
-        self.turns = 0
+        self._keys: list[Hashable] = []
+        self._members: list[array] = []  # group -> trajectory ordinals
+        self.group_of = array("q")  # trajectory ordinal -> group
+        self.id_hash = array("q")  # hash of its id: the second pass checks the order
+        self._r_update = bytearray()  # one byte a turn: 1 for +1, 0 for -1
+        self._start = array("q", [0])  # trajectory ordinal -> its first turn's byte
+        self._t: dict[int, array] = {}  # t of a trajectory whose turns are not 1, 2, ...
+        self._r_exit = array("d")  # NaN for null
+        self._r_format = bytearray()
 
     def add(self, record: dict[str, Any]) -> None:
         """A corpus record's rewards (its turns' t and r_update, r_exit, r_format)."""
         key = (record["project"], record["query_id"], record["session"])
         g = self._groups.setdefault(key, len(self._groups))
         if g == len(self._members):
-            self._members.append([])
-        self._members[g].append(len(self.ids))
+            self._keys.append(key)
+            self._members.append(array("q"))
+        i = len(self.group_of)
+        self._members[g].append(i)
+        self.group_of.append(g)
+        self.id_hash.append(hash(record["trajectory_id"]))
         turns = record["turns"]
         ts = [turn["t"] for turn in turns]
-        r_update = bytes(turn["r_update"] > 0 for turn in turns)
-        # t is 1, 2, ... in every exported trajectory; kept apart only if not
-        dense = None if ts == list(range(1, len(ts) + 1)) else array("q", ts)
-        self.ids.append(record["trajectory_id"])
-        self._packed.append((g, r_update, dense, record["r_exit"], record["r_format"]))
-        self.turns += len(turns)
+        if ts != list(range(1, len(ts) + 1)):
+            self._t[i] = array("q", ts)
+        self._r_update += bytes(turn["r_update"] > 0 for turn in turns)
+        self._start.append(len(self._r_update))
+        r_exit = record["r_exit"]
+        self._r_exit.append(math.nan if r_exit is None else r_exit)
+        self._r_format.append(record["r_format"])
 
     @property
     def groups(self) -> int:
         return len(self._members)
 
-    def take_group(self, g: int) -> tuple[list[int], list[ScoredTrajectory]]:
-        """Trajectory indices of group `g` and what advantages need of each, in log
-        order; their packed numbers are dropped (the table grows as these go)."""
+    @property
+    def turns(self) -> int:
+        return len(self._r_update)
+
+    def group(self, g: int) -> tuple[array, list[ScoredTrajectory]]:
+        """Trajectory ordinals of group `g` and what advantages need of each, in log order."""
         idx = self._members[g]
         out = []
         for i in idx:
-            group, r_update, dense, r_exit, r_format = self._packed[i]
-            self._packed[i] = None
-            ts = dense if dense is not None else range(1, len(r_update) + 1)
-            pairs = tuple((t, 1 if r else -1) for t, r in zip(ts, r_update, strict=True))
-            out.append(ScoredTrajectory(group, pairs, r_exit, r_format))
+            bits = self._r_update[self._start[i] : self._start[i + 1]]
+            ts = self._t.get(i) or range(1, len(bits) + 1)
+            pairs = tuple((t, 1 if r else -1) for t, r in zip(ts, bits, strict=True))
+            r_exit = self._r_exit[i]
+            r_exit = None if math.isnan(r_exit) else r_exit
+            out.append(ScoredTrajectory(self._keys[g], pairs, r_exit, self._r_format[i]))
         return idx, out
 
 
 class AdvantageTable:
-    """Every exported turn's advantages, by trajectory id, and the summary's account."""
+    """Every exported turn's advantages, by the trajectory's place among the exported
+    ones, and the summary's account."""
 
     def __init__(self, scores: Scores, alpha: float, weights: ReturnWeights):
         self._alpha = alpha
         nulls = NullCounts()
-        # trajectory id -> (group, A_traj); group -> {(t, r_update): A_turn}
-        self._traj: dict[str, tuple[int, float | None]] = {}
+        self._group_of, self._id_hash = scores.group_of, scores.id_hash
+        # trajectory ordinal -> A_traj (NaN for null); group -> {(t, r_update): A_turn}
+        self._traj = array("d", bytes(8 * len(scores.group_of)))
         self._turn: list[dict[tuple[int, int], float | None]] = []
         for g in range(scores.groups):
-            idx, group = scores.take_group(g)
+            idx, group = scores.group(g)
             turn_values: dict[tuple[int, int], float | None] = {}
             for i, traj, turns in zip(
                 idx, group, group_advantages(group, alpha, weights, nulls=nulls), strict=True
             ):
                 a_traj = turns[0].advantage_traj if turns else None
-                self._traj[scores.ids[i]] = (g, a_traj)
+                self._traj[i] = math.nan if a_traj is None else a_traj
                 for (t, r), adv in zip(traj.r_update, turns, strict=True):
                     turn_values[t, r] = adv.advantage_turn
             self._turn.append(turn_values)
+        self._next = 0
         turns = scores.turns
         self.summary: dict[str, Any] = {
             "alpha": alpha,
@@ -109,10 +130,19 @@ class AdvantageTable:
         }
 
     def fill(self, record: dict[str, Any]) -> None:
-        """Set the advantages of the record's turns (each turn's last keys), once:
-        its entry is dropped, so the table shrinks as the second pass goes."""
-        g, a_traj = self._traj.pop(record["trajectory_id"])
-        values = self._turn[g]
+        """Set the advantages of the record's turns (each turn's last keys): the next
+        exported trajectory's, which must be the one the scoring pass met there."""
+        i = self._next
+        self._next += 1
+        if i >= len(self._id_hash) or hash(record["trajectory_id"]) != self._id_hash[i]:
+            raise GrumemError(
+                f"trajectory {record['trajectory_id']!r} is not the one the export's first"
+                " pass scored at its place: the log changed while it was read; rerun"
+            )
+        a_traj: float | None = self._traj[i]
+        if math.isnan(a_traj):
+            a_traj = None
+        values = self._turn[self._group_of[i]]
         for turn in record["turns"]:
             a_turn = values[turn["t"], turn["r_update"]]
             turn["advantage"] = mix(self._alpha, a_traj, a_turn)
