@@ -919,8 +919,8 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
 @pytest.mark.parametrize("limit", ["ROW_GROUP_ROWS", "ROW_GROUP_BYTES"])
 def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) -> None:
     """The columnar sink cuts a row group at the row that reaches ROW_GROUP_ROWS or
-    ROW_GROUP_BYTES (mid-trajectory too; written in a thread while the next is read),
-    and the file holds exactly the rows parquet_rows gives, in order."""
+    ROW_GROUP_BYTES (mid-trajectory too), and the file holds exactly the rows
+    parquet_rows gives, in order."""
     from grumem.corpus import parquet
 
     monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
