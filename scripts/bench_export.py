@@ -1,13 +1,24 @@
 """Benchmark the corpus export on a generated log (not a test).
 
-    .venv/bin/python scripts/bench_export.py [--turns 1000000] [--keep DIR]
+    .venv/bin/python scripts/bench_export.py [--turns 1000000] [--quick]
+        [--keep DIR] [--profile FILE]
 
 Generates (streaming) a synthetic log of N turns with realistic request and
 response bodies, labels, calibration and kappa.json in a temporary
 directory, then runs `grumem export` on it in a fresh process and prints
-turns/s and that process's peak RSS. It does the same at N/10 first: the
+turns/s (wall clock, and per CPU second: on a shared machine the wall clock
+measures the neighbours too) and that process's peak RSS. It does the same at N/10 first: the
 export streams the log (one trajectory in memory at a time), so peak memory
-must not grow with N.
+must not grow with N. `--quick` is 20k and 200k turns.
+
+`--keep DIR` works in DIR and keeps it; a later run with the same DIR reuses
+the inputs generated there (a 1M-turn log takes minutes to write).
+`--profile FILE` runs the larger export under cProfile, writes the stats to
+FILE and prints their top lines (the timing then includes the profiler).
+
+The last line is for `make bench` to parse:
+`export turns_per_s=<float> rss_ratio=<float>` (the larger run's turns/s,
+its peak RSS over the smaller run's).
 
 The labels are held fixed (a pool of sessions and queries, with the sample
 count growing with N), so the comparison measures the stream, not the label
@@ -18,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pstats
 import random
 import resource
 import shutil
@@ -212,29 +224,41 @@ def generate(out: Path, turns: int, seed: int = 0) -> dict[str, int]:
     return {"turns": written, "labels": len(evidence)}
 
 
-def run_export(work: Path) -> dict:
+def run_export(work: Path, profile: str | None = None) -> dict:
     """The export in a fresh process, so its peak RSS is its own."""
     code = (
-        "import json, resource, sys, time\n"
+        "import cProfile, json, resource, shutil, sys, time\n"
         "from grumem.stages.export import ExportInputs, export\n"
-        "w = sys.argv[1]\n"
+        "w, prof = sys.argv[1], sys.argv[2]\n"
+        "shutil.rmtree(w + '/corpus', ignore_errors=True)\n"
+        "inputs = ExportInputs(log=w + '/log.jsonl', labels=w + '/labels.jsonl',"
+        " kappa=w + '/kappa.json', out_dir=w + '/corpus')\n"
+        "p = cProfile.Profile() if prof else None\n"
         "t0 = time.perf_counter()\n"
-        "s = export(ExportInputs(log=w + '/log.jsonl', labels=w + '/labels.jsonl',"
-        " kappa=w + '/kappa.json', out_dir=w + '/corpus'))\n"
+        "s = p.runcall(export, inputs) if p else export(inputs)\n"
         "dt = time.perf_counter() - t0\n"
-        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(json.dumps({'turns': s['turns'], 'seconds': dt, 'peak_rss_kib': rss}))\n"
+        "u = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "p and p.dump_stats(prof)\n"
+        "print(json.dumps({'turns': s['turns'], 'seconds': dt, 'peak_rss_kib': u.ru_maxrss,"
+        " 'cpu_s': u.ru_utime + u.ru_stime}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(work)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(work), profile or ""], capture_output=True, text=True
+    )
     if out.returncode != 0:
         sys.exit(f"export failed (exit {out.returncode}):\n{out.stderr}")
     return json.loads(out.stdout)
 
 
-def bench(turns: int, work: Path) -> dict:
+def bench(turns: int, work: Path, profile: str | None = None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
+    stamp = work / "generated.json"
     t0 = time.perf_counter()
-    info = generate(work, turns)
+    if stamp.exists():
+        info = json.loads(stamp.read_text())
+    else:
+        info = generate(work, turns)
+        stamp.write_text(json.dumps(info))
     gen_s = time.perf_counter() - t0
     subprocess.run(
         [
@@ -256,7 +280,7 @@ def bench(turns: int, work: Path) -> dict:
         check=True,
         capture_output=True,
     )
-    r = run_export(work)
+    r = run_export(work, profile)
     sizes = {p.name: p.stat().st_size for p in (work / "corpus").iterdir()}
     return {
         **r,
@@ -270,29 +294,34 @@ def bench(turns: int, work: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=1_000_000)
+    ap.add_argument("--quick", action="store_true", help="20k and 200k turns")
     ap.add_argument("--keep", help="work in this directory and keep it (default: a temp dir)")
+    ap.add_argument("--profile", help="cProfile the larger export into this file")
     args = ap.parse_args()
+    turns = 200_000 if args.quick else args.turns
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="grumem-bench-"))
     try:
         results = []
-        for n in (max(args.turns // 10, 1), args.turns):
-            r = bench(n, base / f"n{n}")
+        for n in (max(turns // 10, 1), turns):
+            r = bench(n, base / f"n{n}", args.profile if n == turns else None)
             if not args.keep:
                 shutil.rmtree(base / f"n{n}")
             results.append(r)
             print(
                 f"{r['turns']:>9} turns: {r['turns'] / r['seconds']:8.0f} turns/s"
-                f" ({r['seconds']:.1f} s), peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB"
+                f" ({r['seconds']:.1f} s; CPU {r['cpu_s']:.1f} s, {r['turns'] / r['cpu_s']:.0f}"
+                f" turns/CPU-s), peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB"
                 f" | log {r['log_bytes'] / 2**20:.0f} MiB, labels {r['labels']},"
                 f" generated in {r['generate_s']:.1f} s",
                 flush=True,
             )
         small, big = results
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"peak RSS ratio (N vs N/10): {big['peak_rss_kib'] / small['peak_rss_kib']:.2f}"
-            f"; this (generating) process: {own:.0f} MiB"
-        )
+        ratio = big["peak_rss_kib"] / small["peak_rss_kib"]
+        print(f"peak RSS ratio (N vs N/10): {ratio:.2f}; this (generating) process: {own:.0f} MiB")
+        if args.profile:
+            pstats.Stats(args.profile).sort_stats("tottime").print_stats(25)
+        print(f"export turns_per_s={big['turns'] / big['seconds']:.1f} rss_ratio={ratio:.3f}")
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -914,3 +914,51 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
     with pytest.raises(RecordError) as e:
         export(inputs(work, out="again"))
     assert (e.value.line, e.value.field) == (2, "earlier_asks.0.content")
+
+
+@pytest.mark.parametrize("limit", ["ROW_GROUP_ROWS", "ROW_GROUP_BYTES"])
+def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) -> None:
+    """The columnar sink cuts a row group at the row that reaches ROW_GROUP_ROWS or
+    ROW_GROUP_BYTES (mid-trajectory too), and the file holds exactly the rows
+    parquet_rows gives, in order."""
+    from grumem.corpus import parquet
+
+    monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
+    export(inputs(work))
+    rows, sizes = [], []
+    for record in trajectories(work / "corpus"):
+        for row, size in parquet.parquet_rows("grumem", "memory_gating", record, len(rows)):
+            rows.append(row)
+            sizes.append(size)
+    expected_groups, n, b = [], 0, 0
+    for size in sizes:
+        n, b = n + 1, b + size
+        if n >= parquet.ROW_GROUP_ROWS or b >= parquet.ROW_GROUP_BYTES:
+            expected_groups.append(n)
+            n, b = 0, 0
+    expected_groups += [n] if n else []
+    f = pq.ParquetFile(work / "corpus" / TURNS)
+    groups = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
+    assert groups == expected_groups and len(groups) > 2
+    assert f.read().to_pylist() == rows
+    assert f.read().equals(pa.Table.from_pylist(rows, schema=parquet.PARQUET_SCHEMA))
+
+
+def test_advantage_table_fills_in_scoring_order_only(work: Path) -> None:
+    """The table is keyed by a trajectory's place among the exported ones (no id kept
+    per trajectory): a record met out of that order is an error, never another's
+    advantages."""
+    from grumem.advantages import ALPHA, ReturnWeights
+    from grumem.corpus.advantage_table import AdvantageTable, Scores
+
+    export(inputs(work))
+    records = trajectories(work / "corpus")
+    scores = Scores()
+    for r in records:
+        scores.add(r)
+    table = AdvantageTable(scores, ALPHA, ReturnWeights())
+    first = json.loads(json.dumps(records[0]))
+    table.fill(first)
+    assert first == records[0]  # the same advantages again
+    with pytest.raises(GrumemError, match="not the one the export's first pass scored"):
+        table.fill(records[2])

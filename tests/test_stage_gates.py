@@ -70,7 +70,7 @@ def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw
     that is not UTF-8 could not be checked at all; now every body is checked."""
     from grumem.stages.gates import regate
 
-    attempt = _attempt_record(1, _Outcome(502, raw, "HTTP 502"), 0.1, None)
+    attempt = _attempt_record(1, _Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
     prompts, responses = _one_turn_recording(tmp_path, attempt)
     [gate] = list(regate(prompts, responses))
     assert gate["parsed"] is False and gate["parse_error"]["tag"] == "response"

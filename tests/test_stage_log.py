@@ -41,7 +41,9 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
             {"model": "m", "messages": [{"role": "user", "content": user_message(p, memory)}]}
         )
         answer = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
-        attempt = _attempt_record(1, _Outcome(200, json.dumps(answer).encode(), None), 0.1, None)
+        attempt = _attempt_record(
+            1, _Outcome(200, json.dumps(answer).encode(), None), 0.1, None, "http://127.0.0.1:9/v1"
+        )
         responses.append(
             {
                 "kind": "exchange",

@@ -216,17 +216,22 @@ def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, 
     """
     with open_input(path) as f:
         for lineno, raw in enumerate(f, start=1):
-            try:
-                if _long_digits(raw):
-                    raise orjson.JSONDecodeError("", "", 0)
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                # orjson is ~5x faster but stricter (NaN, lone surrogates) and reads an
-                # integer past 64 bits as a float: those lines the stdlib reads, or
-                # names exactly as before
-                obj = _loads_or_explain(path, lineno, raw)
-            check_no_lone_surrogate(path, lineno, obj, raw)
-            yield lineno, raw, obj
+            yield lineno, raw, json_line(path, lineno, raw)
+
+
+def json_line(path: str | os.PathLike[str], lineno: int, raw: bytes) -> Any:
+    """One line of a JSON Lines file parsed, or a RecordError naming file and line."""
+    try:
+        if _long_digits(raw):
+            raise orjson.JSONDecodeError("", "", 0)
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # orjson is ~5x faster but stricter (NaN, lone surrogates) and reads an
+        # integer past 64 bits as a float: those lines the stdlib reads, or
+        # names exactly as before
+        obj = _loads_or_explain(path, lineno, raw)
+    check_no_lone_surrogate(path, lineno, obj, raw)
+    return obj
 
 
 def _loads_or_explain(path: str | os.PathLike[str], lineno: int, raw: bytes) -> Any:
@@ -349,14 +354,18 @@ def read_jsonl_fast(
     path: str | os.PathLike[str], schema_name: str
 ) -> Iterator[tuple[int, bytes, dict]]:
     """(line number, raw bytes, validated record) for files that grow with the corpus."""
-    check = fast_validator(schema_name)
     for lineno, raw, record in iter_json_lines(path):
-        try:
-            check(record)
-        except fastjsonschema.JsonSchemaValueException as e:
-            validate(record, schema_name, path, lineno)  # names the field, if it agrees
-            raise RecordError(path, lineno, ".".join(e.path[1:]) or None, e.message) from None
-        yield lineno, raw, record
+        yield lineno, raw, checked(record, schema_name, path, lineno)
+
+
+def checked(record: Any, schema_name: str, path: str | os.PathLike[str], lineno: int) -> Any:
+    """`record` once the compiled schema accepts it; else a RecordError naming the field."""
+    try:
+        fast_validator(schema_name)(record)
+    except fastjsonschema.JsonSchemaValueException as e:
+        validate(record, schema_name, path, lineno)  # names the field, if it agrees
+        raise RecordError(path, lineno, ".".join(e.path[1:]) or None, e.message) from None
+    return record
 
 
 def dumps(record: Any) -> str:
@@ -376,6 +385,18 @@ def dumps_bytes(record: Any) -> bytes:
             return orjson.dumps(record, option=_ORJSON_OPTS)
         except orjson.JSONEncodeError:
             pass  # a lone surrogate, a huge integer, a non-string key: the stdlib decides
+    return dumps(record).encode("utf-8")
+
+
+def dumps_bytes_where(record: Any, suspects: Iterable[Any]) -> bytes:
+    """`dumps_bytes(record)` for a record whose only values that orjson may write
+    differently (floats, values of unknown type) are `suspects`: only those are walked
+    (a corpus line has a few among thousands of strings)."""
+    if all(_orjson_agrees(v) for v in suspects):
+        try:
+            return orjson.dumps(record, option=_ORJSON_OPTS)
+        except orjson.JSONEncodeError:
+            pass  # a lone surrogate: the stdlib decides
     return dumps(record).encode("utf-8")
 
 

@@ -18,6 +18,8 @@ import json
 import os
 from typing import Any
 
+import orjson
+
 from grumem.jsonl import RecordError, sha256_bytes, sha256_text
 
 
@@ -89,9 +91,20 @@ def check_response(
 NOT_A_CHAT_COMPLETION = (ValueError, KeyError, IndexError, TypeError)
 
 
+def body_json(body: str | bytes) -> Any:
+    """A recorded body parsed for its strings (messages, content): orjson, or the
+    stdlib's value or error where orjson refuses it. Unlike jsonl.loads it lets
+    orjson read an integer past 64 bits as a float: no string read from a body
+    can change by that, and the guard cost a pass over every body."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
 def chat_content(body: str | bytes) -> tuple[str, str | None]:
     """(content, finish_reason) of an OpenAI chat.completion body; ValueError if it has none."""
-    data = json.loads(body)
+    data = body_json(body)
     choice = data["choices"][0]
     content = choice["message"]["content"]
     if not isinstance(content, str):

@@ -2,16 +2,22 @@
 between the export's two passes and held until the second has written every turn.
 
 A group (the samples of one project, query and session) need not be contiguous
-in the log, so the first pass keeps a few numbers per trajectory
-(ScoredTrajectory); the groups are then scored and their advantages packed, 3
-doubles a turn with NaN for null, as the table holds the whole corpus's.
+in the log, so the first pass keeps a few numbers per trajectory, packed
+(`Scores`: ~4 bytes a turn); the groups are then scored one at a time and the
+table keeps what the advantages are made of, not a value per turn: each
+trajectory's A_traj, and each group's A_turn per (t, r_update), which is the
+same for every sample of the group with that r_update at that t. Â is mixed
+again when a turn is filled, by the same function (grumem.advantages.mix) on
+the same numbers, so it is the value group_advantages computed. Peak memory
+then grows by a few bytes a turn, not ~120 (a 1M-turn export held 116 MiB
+more than a 100k one).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Hashable
 from typing import Any
 
 from grumem.advantages import (
@@ -19,40 +25,96 @@ from grumem.advantages import (
     NullCounts,
     ReturnWeights,
     ScoredTrajectory,
-    iter_advantages,
+    group_advantages,
+    mix,
 )
-from grumem.corpus.parquet import ADVANTAGES
+from grumem.errors import GrumemError
 
 
-def scored(record: dict[str, Any]) -> ScoredTrajectory:
-    """What advantages need of one corpus record."""
-    return ScoredTrajectory(
-        (record["project"], record["query_id"], record["session"]),
-        tuple((turn["t"], turn["r_update"]) for turn in record["turns"]),
-        record["r_exit"],
-        record["r_format"],
-    )
+class Scores:
+    """What advantages need of every exported trajectory, packed in arrays (~4 bytes
+    a turn), by its place among the exported trajectories: the second pass meets
+    them in the same order."""
+
+    def __init__(self) -> None:
+        self._groups: dict[Hashable, int] = {}
+        self._keys: list[Hashable] = []
+        self._members: list[array] = []  # group -> trajectory ordinals
+        self.group_of = array("q")  # trajectory ordinal -> group
+        self.id_hash = array("q")  # hash of its id: the second pass checks the order
+        self._r_update = bytearray()  # one byte a turn: 1 for +1, 0 for -1
+        self._start = array("q", [0])  # trajectory ordinal -> its first turn's byte
+        self._t: dict[int, array] = {}  # t of a trajectory whose turns are not 1, 2, ...
+        self._r_exit = array("d")  # NaN for null
+        self._r_format = bytearray()
+
+    def add(self, record: dict[str, Any]) -> None:
+        """A corpus record's rewards (its turns' t and r_update, r_exit, r_format)."""
+        key = (record["project"], record["query_id"], record["session"])
+        g = self._groups.setdefault(key, len(self._groups))
+        if g == len(self._members):
+            self._keys.append(key)
+            self._members.append(array("q"))
+        i = len(self.group_of)
+        self._members[g].append(i)
+        self.group_of.append(g)
+        self.id_hash.append(hash(record["trajectory_id"]))
+        turns = record["turns"]
+        ts = [turn["t"] for turn in turns]
+        if ts != list(range(1, len(ts) + 1)):
+            self._t[i] = array("q", ts)
+        self._r_update += bytes(turn["r_update"] > 0 for turn in turns)
+        self._start.append(len(self._r_update))
+        r_exit = record["r_exit"]
+        self._r_exit.append(math.nan if r_exit is None else r_exit)
+        self._r_format.append(record["r_format"])
+
+    @property
+    def groups(self) -> int:
+        return len(self._members)
+
+    @property
+    def turns(self) -> int:
+        return len(self._r_update)
+
+    def group(self, g: int) -> tuple[array, list[ScoredTrajectory]]:
+        """Trajectory ordinals of group `g` and what advantages need of each, in log order."""
+        idx = self._members[g]
+        out = []
+        for i in idx:
+            bits = self._r_update[self._start[i] : self._start[i + 1]]
+            ts = self._t.get(i) or range(1, len(bits) + 1)
+            pairs = tuple((t, 1 if r else -1) for t, r in zip(ts, bits, strict=True))
+            r_exit = self._r_exit[i]
+            r_exit = None if math.isnan(r_exit) else r_exit
+            out.append(ScoredTrajectory(self._keys[g], pairs, r_exit, self._r_format[i]))
+        return idx, out
 
 
 class AdvantageTable:
-    """Every exported turn's advantages, by trajectory id, and the summary's account."""
+    """Every exported turn's advantages, by the trajectory's place among the exported
+    ones, and the summary's account."""
 
-    def __init__(
-        self,
-        scored: Iterable[tuple[str, ScoredTrajectory]],
-        alpha: float,
-        weights: ReturnWeights,
-    ):
-        ids, trajectories = [], []
-        for tid, s in scored:
-            ids.append(tid)
-            trajectories.append(s)
+    def __init__(self, scores: Scores, alpha: float, weights: ReturnWeights):
+        self._alpha = alpha
         nulls = NullCounts()
-        self._packed: dict[str, array] = {}
-        for i, turns in iter_advantages(trajectories, alpha, weights, nulls=nulls):
-            values = (getattr(turn, name) for turn in turns for name in ADVANTAGES)
-            self._packed[ids[i]] = array("d", (math.nan if v is None else v for v in values))
-        turns = sum(len(s.r_update) for s in trajectories)
+        self._group_of, self._id_hash = scores.group_of, scores.id_hash
+        # trajectory ordinal -> A_traj (NaN for null); group -> {(t, r_update): A_turn}
+        self._traj = array("d", bytes(8 * len(scores.group_of)))
+        self._turn: list[dict[tuple[int, int], float | None]] = []
+        for g in range(scores.groups):
+            idx, group = scores.group(g)
+            turn_values: dict[tuple[int, int], float | None] = {}
+            for i, traj, turns in zip(
+                idx, group, group_advantages(group, alpha, weights, nulls=nulls), strict=True
+            ):
+                a_traj = turns[0].advantage_traj if turns else None
+                self._traj[i] = math.nan if a_traj is None else a_traj
+                for (t, r), adv in zip(traj.r_update, turns, strict=True):
+                    turn_values[t, r] = adv.advantage_turn
+            self._turn.append(turn_values)
+        self._next = 0
+        turns = scores.turns
         self.summary: dict[str, Any] = {
             "alpha": alpha,
             "return_weights": {
@@ -60,7 +122,7 @@ class AdvantageTable:
                 "r_exit": weights.r_exit,
                 "r_format": weights.r_format,
             },
-            "groups": len({s.group for s in trajectories}),
+            "groups": scores.groups,
             "turns_with_advantage": turns - nulls.advantage,
             "turns_without_advantage": nulls.advantage,
             "null_traj": {r: nulls.trajectories[r] for r in NULL_REASONS},
@@ -68,10 +130,21 @@ class AdvantageTable:
         }
 
     def fill(self, record: dict[str, Any]) -> None:
-        """Set the advantages of the record's turns (each turn's last keys), once:
-        its entry is dropped, so the table shrinks as the second pass goes."""
-        packed = self._packed.pop(record["trajectory_id"])
-        for i, turn in enumerate(record["turns"]):
-            for k, name in enumerate(ADVANTAGES):
-                v = packed[3 * i + k]
-                turn[name] = None if math.isnan(v) else v
+        """Set the advantages of the record's turns (each turn's last keys): the next
+        exported trajectory's, which must be the one the scoring pass met there."""
+        i = self._next
+        self._next += 1
+        if i >= len(self._id_hash) or hash(record["trajectory_id"]) != self._id_hash[i]:
+            raise GrumemError(
+                f"trajectory {record['trajectory_id']!r} is not the one the export's first"
+                " pass scored at its place: the log changed while it was read; rerun"
+            )
+        a_traj: float | None = self._traj[i]
+        if math.isnan(a_traj):
+            a_traj = None
+        values = self._turn[self._group_of[i]]
+        for turn in record["turns"]:
+            a_turn = values[turn["t"], turn["r_update"]]
+            turn["advantage"] = mix(self._alpha, a_traj, a_turn)
+            turn["advantage_traj"] = a_traj
+            turn["advantage_turn"] = a_turn

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from grumem.jsonl import RecordError, read_jsonl_fast
-from grumem.recording import check_request, recorded_content
+from grumem.corpus.log_line import decode_line
+from grumem.jsonl import RecordError, checked, json_line, open_input
+from grumem.recording import body_json, check_request, recorded_content
 
 # the fields every line of a trajectory repeats
 TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")
@@ -19,15 +20,23 @@ TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model
 
 @dataclass
 class LogReader:
-    """Validated log lines with their line numbers; hashes the bytes as it goes."""
+    """Validated log lines with their line numbers; hashes the bytes as it goes
+    (unless `hash` is false)."""
 
     path: str
     sha256: Any = field(default_factory=hashlib.sha256)
+    hash: bool = True
 
-    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        for lineno, raw, record in read_jsonl_fast(self.path, "log"):
-            self.sha256.update(raw)
-            yield lineno, record
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        path, update = self.path, self.sha256.update
+        with open_input(path) as f:
+            for lineno, raw in enumerate(f, start=1):
+                if self.hash:
+                    update(raw)
+                record = decode_line(raw)
+                if record is None:  # the reference path: the record, or why not
+                    record = checked(json_line(path, lineno, raw), "log", path, lineno)
+                yield lineno, record
 
 
 @dataclass
@@ -128,7 +137,7 @@ def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[d
     """The chat messages exactly as sent: the recorded body, verified, never rebuilt."""
     body = check_request(path, lineno, request)
     try:
-        messages = json.loads(body)["messages"]
+        messages = body_json(body)["messages"]
     except (json.JSONDecodeError, TypeError, KeyError) as e:
         raise RecordError(
             path,

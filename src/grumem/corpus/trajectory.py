@@ -14,8 +14,9 @@ from grumem.corpus.log_reader import (
     recorded_messages,
     response_text,
 )
+from grumem.corpus.trajectory_check import fast_check
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, fast_validator
+from grumem.jsonl import RecordError, dumps_bytes_where, fast_validator
 from grumem.labels import Labels
 from grumem.rewards import TurnGates, score_trajectory
 
@@ -44,6 +45,8 @@ class Missing:
 
 def check_trajectory(record: dict[str, Any]) -> None:
     """A corpus line against workflow/schemas/trajectory.schema.yaml (a bug if it fails)."""
+    if fast_check(record):
+        return
     try:
         fast_validator("trajectory")(record)
     except fastjsonschema.JsonSchemaValueException as e:
@@ -51,6 +54,17 @@ def check_trajectory(record: dict[str, Any]) -> None:
             f"internal error: trajectory {record.get('trajectory_id')!r} does not"
             f" match trajectory.schema.yaml: {e.message}"
         ) from None
+
+
+def record_bytes(record: dict[str, Any]) -> bytes:
+    """A checked corpus line as `jsonl.dumps` writes it (UTF-8). Its values are JSON
+    types read from the log, so only its floats (r_exit, advantages) and the
+    re-asks' parse errors (any JSON) can be written differently by orjson."""
+    suspects = [record["r_exit"]]
+    for turn in record["turns"]:
+        suspects += (turn["advantage"], turn["advantage_traj"], turn["advantage_turn"])
+        suspects += (ask["parse_error"] for ask in turn["earlier_asks"])
+    return dumps_bytes_where(record, suspects)
 
 
 def trajectory(

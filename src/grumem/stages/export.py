@@ -39,16 +39,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from grumem.advantages import ALPHA, ReturnWeights, ScoredTrajectory
+from grumem.advantages import ALPHA, ReturnWeights
 from grumem.chunk_files import iter_sessions
-from grumem.corpus.advantage_table import AdvantageTable, scored
+from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.calibration_gate import ExportRefused, check_calibration
 from grumem.corpus.log_reader import LogReader, group_trajectories
-from grumem.corpus.parquet import ParquetSink, parquet_rows
+from grumem.corpus.parquet import ParquetSink
 from grumem.corpus.summary import Summary, format_summary
-from grumem.corpus.trajectory import MISSING_SHOWN, Missing, check_trajectory, trajectory
+from grumem.corpus.trajectory import (
+    MISSING_SHOWN,
+    Missing,
+    check_trajectory,
+    record_bytes,
+    trajectory,
+)
 from grumem.errors import GrumemError
-from grumem.jsonl import atomic_files, dumps, validate
+from grumem.jsonl import atomic_files, validate
 from grumem.labels import Labels, MissingLabelsError, load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
@@ -87,7 +93,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     reader = LogReader(inputs.log)
     summary = Summary(advantages=table.summary)
     # summary.json first: it is renamed last, so its presence means the corpus is complete
-    files = ((SUMMARY, "w"), (TRAJECTORIES, "w"), (TURNS, "wb"))
+    files = ((SUMMARY, "w"), (TRAJECTORIES, "wb"), (TURNS, "wb"))
     with atomic_files(inputs.out_dir, files) as out:
         sink = ParquetSink(out[TURNS])
         try:
@@ -125,16 +131,14 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     return result
 
 
-def _score(
-    inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None
-) -> list[tuple[str, ScoredTrajectory]]:
+def _score(inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None) -> Scores:
     """The scoring pass: what the advantages need of every trajectory to export."""
-    out: list[tuple[str, ScoredTrajectory]] = []
+    out = Scores()
     missing = Missing()
-    for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log))):
+    for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log, hash=False))):
         record = trajectory(inputs.log, traj, labels, sessions, missing, rewards_only=True)
         if record is not None and not missing:
-            out.append((record["trajectory_id"], scored(record)))
+            out.add(record)
     _raise_missing(inputs, missing)
     return out
 
@@ -146,7 +150,7 @@ def _export_stream(
     sessions: dict[str, list[str]] | None,
     summary: Summary,
     sink: ParquetSink,
-    out: IO[str],
+    out: IO[bytes],
     table: AdvantageTable,
 ) -> None:
     missing = Missing()
@@ -161,12 +165,11 @@ def _export_stream(
             continue  # keep reading to count every missing label, write nothing more
         table.fill(record)
         check_trajectory(record)
-        out.write(dumps(record))
-        out.write("\n")
+        out.write(record_bytes(record))
+        out.write(b"\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
-        for row, size in parquet_rows(inputs.data_source, inputs.ability, record, first_index):
-            sink.add(row, size)
+        sink.add_trajectory(inputs.data_source, inputs.ability, record, first_index)
     _raise_missing(inputs, missing)
 
 
