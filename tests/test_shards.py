@@ -188,7 +188,14 @@ def test_a_dry_run_globs_each_project_once_whatever_its_job_count(tmp_path: Path
         "labels": {"source": "file", "path": str(tmp_path / "labels.jsonl")},
         "calibration": str(tmp_path / "calibration.jsonl"),
     }
-    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"p": project}, shard_size=5)
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(
+        tmp_path,
+        "http://127.0.0.1:9/v1",
+        projects={"p": project},
+        shard_size=5,
+        shard_rule="sorted",
+    )
     counted = tmp_path / "globs.txt"
     args = ["-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1", "-n", "all"]
     proc = subprocess.run(
@@ -223,7 +230,14 @@ def test_a_changed_transcript_reruns_only_its_shards_chunk_job(tmp_path: Path) -
         "transcripts": {"glob": str(transcripts / "*.jsonl"), "format": "records"},
         "queries": str(tmp_path / "queries.yaml"),
     }
-    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"p": project}, shard_size=2)
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(
+        tmp_path,
+        "http://127.0.0.1:9/v1",
+        projects={"p": project},
+        shard_size=2,
+        shard_rule="sorted",
+    )
     target = "results/p/sessions.jsonl"
     assert job_counts(snakemake(tmp_path, "-n", target).stdout)["chunk"] == "3"
     snakemake(tmp_path, target)

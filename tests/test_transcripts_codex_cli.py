@@ -357,7 +357,8 @@ def test_codex_project_chunks_then_prompts(tmp_path: Path, fake_server) -> None:
         transcripts={"glob": str(T / "codex-cli" / "rollout-*.jsonl"), "format": "codex-cli"}
     )
     del project["chunks"]
-    write_config(tmp_path, server.base_url, projects={"cx": project})
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, server.base_url, projects={"cx": project}, shard_rule="sorted")
     snakemake(tmp_path, "results/cx/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/cx/chunks") if p.suffix == ".jsonl"

@@ -384,7 +384,8 @@ def test_openhands_project_chunks_then_prompts(tmp_path: Path, fake_server) -> N
     server = fake_server(REPO / "fixtures" / "fake" / "demo.yaml")
     project = demo_project(transcripts={"glob": str(T / "openhands" / "*.json"), "format": "auto"})
     del project["chunks"]
-    write_config(tmp_path, server.base_url, projects={"oh": project})
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, server.base_url, projects={"oh": project}, shard_rule="sorted")
     snakemake(tmp_path, "results/oh/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/oh/chunks") if p.suffix == ".jsonl"

@@ -255,7 +255,8 @@ def test_dataset_project_chunks_then_prompts_with_config_options(
     }
     project = demo_project(transcripts=transcripts)
     del project["chunks"]
-    write_config(tmp_path, server.base_url, projects={"td": project})
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, server.base_url, projects={"td": project}, shard_rule="sorted")
     snakemake(tmp_path, "results/td/prompts/s000.jsonl")
     chunk_files = [
         p.name for p in files_under(tmp_path / "results/td/chunks") if p.suffix == ".jsonl"

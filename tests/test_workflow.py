@@ -97,7 +97,8 @@ def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
 
 def test_demo_end_to_end_with_fake_server(tmp_path, fake_server) -> None:
     server = fake_server(FAKE_DEMO)
-    write_config(tmp_path, server.base_url)
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, server.base_url, shard_rule="sorted")
     snakemake(tmp_path, "results/demo/log.jsonl")
     log = read_lines(tmp_path / LOG)
     # 36 chunks x 2 questions, L1: every turn is sent
@@ -198,7 +199,8 @@ def test_replay_without_server_reproduces_the_log(tmp_path, fake_server) -> None
 
 
 def test_replay_miss_fails_naming_the_request(tmp_path) -> None:
-    write_config(tmp_path, None, llm={"mode": "replay"})
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, None, llm={"mode": "replay"}, shard_rule="sorted")
     # --keep-going: s000's job runs even when s001's fails first (a loaded machine)
     proc = snakemake(tmp_path, LOG, "--keep-going", check=False)
     assert proc.returncode != 0
@@ -208,7 +210,8 @@ def test_replay_miss_fails_naming_the_request(tmp_path) -> None:
 
 def test_corrupted_response_record_fails_gates_naming_file_and_line(tmp_path, fake_server) -> None:
     server = fake_server(FAKE_DEMO)
-    write_config(tmp_path, server.base_url)
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, server.base_url, shard_rule="sorted")
     snakemake(tmp_path, LOG)
     responses = tmp_path / "results/demo/responses/s001.jsonl"
     lines = responses.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -245,7 +248,8 @@ def test_malformed_chunk_files_fail_naming_file_line_field(tmp_path) -> None:
         d.mkdir(parents=True)
         (d / f"{name}.jsonl").write_bytes(data)
         projects[name] = demo_project(chunks=str(d / "*.jsonl"))
-    write_config(tmp_path, "http://127.0.0.1:9/v1", projects=projects)
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects=projects, shard_rule="sorted")
     targets = [f"results/{name}/log.jsonl" for name in MALFORMED]
     proc = snakemake(tmp_path, "--keep-going", *targets, check=False)
     assert proc.returncode != 0
@@ -293,7 +297,14 @@ def test_parse_failure_is_recorded_and_reasked_with_a_new_seed(tmp_path, fake_se
     write_session(chunks / "s.jsonl", "s", ["one", "two"])
     write_queries(tmp_path / "q.yaml")
     project = {"chunks": str(chunks / "*.jsonl"), "queries": str(tmp_path / "q.yaml")}
-    write_config(tmp_path, server.base_url, projects={"p": project}, loop={"parse_retries": 1})
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(
+        tmp_path,
+        server.base_url,
+        projects={"p": project},
+        loop={"parse_retries": 1},
+        shard_rule="sorted",
+    )
     snakemake(tmp_path, "results/p/log.jsonl")
     log = read_lines(tmp_path / "results/p/log.jsonl")
     # t=1: two asks, both unparsed -> nulls, memory unchanged; t=2: parses
@@ -309,7 +320,8 @@ def test_parse_failure_is_recorded_and_reasked_with_a_new_seed(tmp_path, fake_se
 
 def test_every_request_failing_is_a_clear_error(tmp_path, fake_server) -> None:
     server = fake_server({"outage": True, "replies": []})
-    write_config(tmp_path, server.base_url, llm={"retries": 1})
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(tmp_path, server.base_url, llm={"retries": 1}, shard_rule="sorted")
     proc = snakemake(tmp_path, LOG, check=False)
     assert proc.returncode != 0
     text = (tmp_path / "logs/responses/demo/s000.log").read_text()
@@ -383,10 +395,16 @@ def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
 # of the corpus (a new field, a reward rule) updates these with its reason in the
 # commit. turns.parquet is pinned by its schema and rows, not its bytes: its footer
 # names the pyarrow version that wrote it, which a fresh venv may upgrade.
+# Changed once on purpose by the `stable` shard rule becoming the default (issue
+# 16): the demo's files fall into other shards, so the rows come in another order
+# (and extra_info.index, a row's place, follows); the order-free digests below are
+# the ones the `sorted` rule gave, unchanged.
 PINNED_DEMO_CORPUS = {
-    "trajectories.jsonl": "5b0cb62734a2ba988b1eeb0cc29aba27017b189b5d377f90a9f0642ed68e2086",
+    "trajectories.jsonl": "cddb3fa52c1c7ec1cf86826b2606297ab8fe3cbb58d1df6df6fab610004708c3",
     "summary.json": "73cd03971803a7e357b7a4efe6e49df0fea631667741eb24f301caf8aead120a",
-    "turns.parquet rows": "3dd760b6f5ff972e89f37ebc1f7ad3fe5e31f572b9bdbdef71d7dd04febfb5c1",
+    "turns.parquet rows": "89acad39df1857a941bc5bafb98e56e47083523056d6be5799d95e76c37c8141",
+    "trajectories, any order": "f45b75fb34fdf34b82bc924152d2091fdbcc88e8fd3b0eb5f4b4af0f549f4aee",
+    "parquet rows, any order": "a130edd8c19318c6799b42d637aabb8904748b03de6828be9015ca600f6f6ac5",
 }
 
 
@@ -401,10 +419,19 @@ def corpus_digests(work: Path, project: str = "demo") -> dict[str, str]:
     summary = json.loads((corpus / "summary.json").read_bytes())
     del summary["inputs"]["log_sha256"]
     summary["inputs"]["labels"] = Path(summary["inputs"]["labels"]).relative_to(REPO).as_posix()
+    lines = (corpus / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    # a row's extra_info.index is its place in the file: the rest is what it says
+    rows_sorted = sorted(
+        json.dumps({**r, "extra_info": {**r["extra_info"], "index": None}}, sort_keys=True)
+        for r in table.to_pylist()
+    )
     return {
-        "trajectories.jsonl": sha256_bytes((corpus / "trajectories.jsonl").read_bytes()),
+        "trajectories.jsonl": sha256_bytes(b"".join(lines)),
         "summary.json": sha256_bytes(json.dumps(summary, sort_keys=True).encode("utf-8")),
         "turns.parquet rows": sha256_bytes(rows.encode("utf-8")),
+        # the same records in any order: what a change of shard rule may not move
+        "trajectories, any order": sha256_bytes(b"".join(sorted(lines))),
+        "parquet rows, any order": sha256_bytes("\n".join(rows_sorted).encode("utf-8")),
     }
 
 

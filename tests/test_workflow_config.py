@@ -123,7 +123,10 @@ def test_transcript_file_names_with_spaces_underscores_and_other_scripts(
         "transcripts": {"glob": str(transcripts / "*.jsonl"), "format": "records"},
         "queries": str(tmp_path / "q.yaml"),
     }
-    write_config(tmp_path, server.base_url, projects={"p": project}, shard_size=2)
+    # shards named by position (s000, s001, ...): the test reads them by name
+    write_config(
+        tmp_path, server.base_url, projects={"p": project}, shard_size=2, shard_rule="sorted"
+    )
     # one chunk job per shard: 5 transcripts, 2 to a shard
     assert jobs(snakemake(tmp_path, "-n", "results/p/log.jsonl").stdout)["chunk"] == 3
     snakemake(tmp_path, "results/p/log.jsonl")
