@@ -239,8 +239,14 @@ def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     # 20 transcripts, 2 to a shard: 10 shards, in ceil(10 / 8) = 2 chunk group jobs
-    # and ceil(10 / 4) = 3 rollout group jobs
-    write_config(work, "http://127.0.0.1:9/v1", projects={"talks": project}, shard_size=2)
+    # and ceil(10 / 4) = 3 rollout group jobs (the sorted rule: exactly 2 to a shard)
+    write_config(
+        work,
+        "http://127.0.0.1:9/v1",
+        projects={"talks": project},
+        shard_size=2,
+        shard_rule="sorted",
+    )
     proc = _dry_run(WORKFLOW_SNAKEFILE, SLURM_PROFILE, work, "all")
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert _group_jobs(proc.stdout) == {"chunk": 2, "rollout": 3, "corpus": 1}, proc.stdout
