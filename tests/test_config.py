@@ -172,9 +172,14 @@ def test_the_judge_asks_for_its_own_endpoints_slots(tmp_path: Path) -> None:
     project = demo_project(labels={"source": "judge", "judge": judge})
     write_config(tmp_path, "http://127.0.0.1:7/v1", projects={"demo": project})
     proc = snakemake(tmp_path, "-n", "all", "--resources", "llm_slots=100")
-    # a grouped job (the rollout group) is printed indented under its group
-    job = re.compile(r"rule (\w+):\n(?: +.*\n)*? +resources: [^\n]*llm_slots=(\d+)")
-    slots = {(rule, int(n)) for rule, n in job.findall(proc.stdout)}
+    # each job's block: `rule X:` then its indented fields (a grouped job's further
+    # indented under its group); read line by line, a regex over blocks backtracks
+    slots, rule = set(), None
+    for line in proc.stdout.splitlines():
+        if m := re.fullmatch(r"\s*rule (\w+):", line):
+            rule = m.group(1)
+        elif (m := re.match(r"\s+resources: .*llm_slots=(\d+)", line)) and rule:
+            slots.add((rule, int(m.group(1))))
     # judge: 3 + llm.concurrency (4); responses: llm.concurrency, its one URL
     assert slots == {("judge", 7), ("responses", 4)}
 
