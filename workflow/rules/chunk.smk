@@ -13,10 +13,6 @@ rule chunk:
         "logs/chunk/{project}/{shard}.log",
     benchmark:
         "benchmarks/chunk/{project}/{shard}.tsv"
-    # on a cluster, several shards' chunk jobs share one cluster job
-    # (group-components in workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "chunk"
     conda:
         "../../environment.yml"
     params:

@@ -12,10 +12,6 @@ rule export:
         "logs/export/{project}.log",
     benchmark:
         "benchmarks/export/{project}.tsv"
-    # on a cluster, a project's labels, log, kappa, export and plots run in one
-    # cluster job (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "corpus"
     conda:
         "../../environment.yml"
     params:

@@ -8,10 +8,6 @@ rule gates:
         "logs/gates/{project}/{shard}.log",
     benchmark:
         "benchmarks/gates/{project}/{shard}.tsv"
-    # on a cluster, one job per shard runs its prompts, responses and gates
-    # (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "rollout"
     conda:
         "../../environment.yml"
     params:

@@ -37,10 +37,6 @@ rule labels:
         "logs/labels/{project}.log",
     benchmark:
         "benchmarks/labels/{project}.tsv"
-    # on a cluster, a project's labels, log, kappa, export and plots run in one
-    # cluster job (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "corpus"
     conda:
         "../../environment.yml"
     shell:

@@ -10,10 +10,6 @@ rule kappa:
         "logs/kappa/{project}.log",
     benchmark:
         "benchmarks/kappa/{project}.tsv"
-    # on a cluster, a project's labels, log, kappa, export and plots run in one
-    # cluster job (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "corpus"
     conda:
         "../../environment.yml"
     params:

@@ -9,10 +9,6 @@ rule log:
         "logs/log/{project}.log",
     benchmark:
         "benchmarks/log/{project}.tsv"
-    # on a cluster, a project's labels, log, kappa, export and plots run in one
-    # cluster job (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "corpus"
     conda:
         "../../environment.yml"
     params:

@@ -11,10 +11,6 @@ rule prompts:
         "logs/prompts/{project}/{shard}.log",
     benchmark:
         "benchmarks/prompts/{project}/{shard}.tsv"
-    # on a cluster, one job per shard runs its prompts, responses and gates
-    # (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "rollout"
     conda:
         "../../environment.yml"
     params:

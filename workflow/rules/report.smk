@@ -41,10 +41,6 @@ rule report_plots:
         "logs/report_plots/{project}.log",
     benchmark:
         "benchmarks/report_plots/{project}.tsv"
-    # on a cluster, a project's labels, log, kappa, export and plots run in one
-    # cluster job (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "corpus"
     conda:
         "../../environment.yml"
     params:

@@ -7,10 +7,6 @@ rule responses:
         "logs/responses/{project}/{shard}.log",
     benchmark:
         "benchmarks/responses/{project}/{shard}.tsv"
-    # on a cluster, one job per shard runs its prompts, responses and gates
-    # (workflow/profiles/slurm/config.yaml); ignored locally
-    group:
-        "rollout"
     conda:
         "../../environment.yml"
     resources:
