@@ -51,7 +51,7 @@ def write_transcripts(folder: Path, n: int) -> None:
         (folder / f"session-{i:06d}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_project(work: Path, n: int, shard_rule: str = "sorted") -> Path:
+def write_project(work: Path, n: int, shard_rule: str = "stable") -> Path:
     """A project of n transcripts; its labels and calibration exist (empty):
     a dry run only needs the inputs no rule makes to be there."""
     write_transcripts(work / "transcripts", n)
@@ -118,7 +118,7 @@ def main() -> None:
         help="comma-separated transcript counts (default: 1000,10000,100000)",
     )
     ap.add_argument("--quick", action="store_true", help="N = 1,000 only")
-    ap.add_argument("--shard-rule", choices=("sorted", "stable"), default="sorted")
+    ap.add_argument("--shard-rule", choices=("sorted", "stable"), default="stable")
     ap.add_argument("--snakefile", type=Path, default=REPO / "Snakefile")
     args = ap.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so the temporary directory is removed
