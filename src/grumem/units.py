@@ -37,15 +37,20 @@ def is_unit_name(name: str) -> bool:
     return _UNIT.fullmatch(name) is not None
 
 
-def unit_names(project: str, paths: Iterable[str]) -> dict[str, str]:
-    """unit name -> file; two files with one name would share a directory in results/."""
+def unit_names(
+    project: str | None, paths: Iterable[str], under: str | os.PathLike[str] | None = None
+) -> dict[str, str]:
+    """unit name -> file; two files with one name would share a directory `under`
+    (default results/<project>/chunks)."""
+    where = Path(under) if under is not None else Path("results", str(project), "chunks")
+    prefix = f"project {project}: " if project else ""
     units: dict[str, str] = {}
     for path in paths:
         name = unit_name(path)
         if name in units:
             raise GrumemError(
-                f"project {project}: {units[name]} and {path} both make the unit name "
-                f"{name!r} (results/{project}/chunks/{name}): rename one of them"
+                f"{prefix}{units[name]} and {path} both make the unit name "
+                f"{name!r} ({where / name}): rename one of them"
             )
         units[name] = path
     return units

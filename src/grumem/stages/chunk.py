@@ -18,22 +18,14 @@ from grumem.errors import GrumemError
 from grumem.jsonl import validate, write_json, write_jsonl
 from grumem.packing import chunk_session
 from grumem.transcripts import read_transcript
-from grumem.units import unit_name
+from grumem.units import unit_names
 
 
 def out_dirs(args: argparse.Namespace) -> list[Path]:
     """The directory of each file's chunk files, in the order of args.files."""
     if args.units_under is None:
         return [Path(args.out)] * len(args.files)
-    units: dict[str, str] = {}
-    for file in args.files:
-        name = unit_name(file)
-        if name in units:
-            raise GrumemError(
-                f"{units[name]} and {file} both make the unit name {name!r} "
-                f"({Path(args.units_under) / name}): rename one of them"
-            )
-        units[name] = file
+    units = unit_names(None, args.files, under=args.units_under)
     return [Path(args.units_under) / name for name in units]
 
 
