@@ -12,7 +12,7 @@ CORES ?= 2
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
 
-.PHONY: run test lint bench dag clean-results venv venv-verl
+.PHONY: run test lint bench dag clean-results venv venv-verl system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,12 @@ venv-verl: $(VERL_STAMP)
 run: $(STAMP)
 	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES) all
 
+# The Debian programs the tests run (graphviz's dot), apt-installed when missing.
+system:
+	bash scripts/system_packages.sh
+
 # Every test, then lint and format checks.
-test: $(STAMP) $(VERL_STAMP)
+test: $(STAMP) $(VERL_STAMP) system
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory lint
 

@@ -1,7 +1,8 @@
 """grumem: GRU-Mem rollouts over agent transcripts, recorded byte for byte, exported for verl.
 
-Target: `all` (the default): every project's corpus under results/{project}/corpus/,
-and its plots under results/{project}/report/
+Targets: `export` (the card's `snakemake export`): every project's corpus under
+results/{project}/corpus/; `all` (the default): the corpus and the plots under
+results/{project}/report/
 """
 
 from snakemake.exceptions import WorkflowError
@@ -47,9 +48,15 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
 
 
+rule export:
+    input:
+        all_corpus_files(),
+    localrule: True
+
+
 rule all:
     default_target: True
     input:
-        all_corpus_files(),
+        rules.export.input,
         REPORT_PLOTS,
     localrule: True

@@ -40,7 +40,7 @@ CLUSTER_LOCK_WAIT_S = 600
 SUBMITTED_RE = re.compile(r"has been submitted with SLURM jobid (\d+)")
 # sbatch submissions of the demo before job groups (issue 16), counted with
 # SUBMITTED_RE on main at e5008db: one per job but `all` (sessions, 2 x prompts,
-# 2 x responses, 2 x gates, log, kappa, export, report_plots).
+# 2 x responses, 2 x gates, log, kappa, export_project, report_plots).
 DEMO_SUBMISSIONS_UNGROUPED = 11
 
 
@@ -261,7 +261,7 @@ def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
         "gates": "10",
         "log": "1",
         "kappa": "1",
-        "export": "1",
+        "export_project": "1",
         "report_plots": "1",
         "all": "1",
         "total": "46",

@@ -64,11 +64,17 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "gates": "2",
         "log": "1",
         "kappa": "1",
-        "export": "1",
+        "export_project": "1",
         "report_plots": "1",
         "all": "1",
         "total": "12",
     }
+    # the card's `snakemake export`: every project's corpus, without the plots
+    out = snakemake(tmp_path, "-n", "export").stdout
+    table = out.split("Job stats:")[1].split("\n\n")[0].splitlines()[3:]
+    counts = dict(line.split() for line in table)
+    assert counts["export_project"] == "1" and counts["export"] == "1"
+    assert "report_plots" not in counts and counts["total"] == "11"
 
 
 def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
@@ -88,9 +94,9 @@ def test_rulegraph_follows_the_data_flow(tmp_path) -> None:
         ("responses", "gates"),
         ("gates", "log"),
         ("prompts", "gates"),
-        ("log", "export"),
-        ("kappa", "export"),
-        ("export", "all"),
+        ("log", "export_project"),
+        ("kappa", "export_project"),
+        ("export_project", "all"),
     ]:
         assert edge in edges, (edge, edges)
 
@@ -460,7 +466,7 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
     write_config(tmp_path, server.base_url, llm={"mode": "replay"})
     snakemake(tmp_path, "all")
     assert corpus_bytes(tmp_path) == live
-    snakemake(tmp_path, "--forcerun", "export", "all")
+    snakemake(tmp_path, "--forcerun", "export_project", "export")
     assert corpus_bytes(tmp_path) == live
     assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
 

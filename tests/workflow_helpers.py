@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,76 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 def files_under(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
+
+
+# ------------------------------------------------- the docs' commands, as a reader runs them
+
+# what a checkout holds that the docs' commands read (the package itself is the venv's)
+COPIED = [
+    "Snakefile",
+    "Makefile",
+    "pyproject.toml",
+    "environment.yml",
+    "workflow",
+    "fixtures",
+    "templates",
+]
+
+
+def my_yaml(base_url: str) -> dict:
+    """The README's `my.yaml`: a project of the reader's own (the demo's files under
+    another name), on their server."""
+    return {
+        "projects": {
+            "mine": {
+                "chunks": "fixtures/demo/chunks/*.jsonl",
+                "queries": "fixtures/demo/queries.yaml",
+                "labels": {"source": "file", "path": "fixtures/demo/labels.jsonl"},
+                "calibration": "fixtures/demo/calibration.jsonl",
+            }
+        },
+        "llm": {"base_url": base_url, "model": "fake-model", "concurrency": 4},
+    }
+
+
+def checkout_copy(work: Path, base_url: str) -> None:
+    """A copy of the checkout as the docs' commands see it, its config on the fake server.
+    Times are kept, so make finds the venv's install stamp newer than pyproject.toml."""
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, copy_function=shutil.copy2)
+        else:
+            shutil.copy2(src, work / name)
+    (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    config["llm"].update({"base_url": base_url, "model": "fake-model", "concurrency": 4})
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (work / "my.yaml").write_text(yaml.safe_dump(my_yaml(base_url)), encoding="utf-8")
+
+
+def docs_env() -> dict[str, str]:
+    """The reader's shell: the venv not activated (the docs name `.venv/bin/...`),
+    the temporary files under pytest's."""
+    env = dict(os.environ)
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def shell(work: Path, text: str, what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`text` in bash (pipefail) in `work`, as a reader's shell runs it."""
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", text],
+        cwd=work,
+        env=docs_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0 or not check, (
+        f"{what} failed ({proc.returncode}) as `{text}`:\n"
+        f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
+    return proc

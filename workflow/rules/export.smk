@@ -1,4 +1,6 @@
-rule export:
+# One project's corpus. The card's `snakemake export` is the collecting target
+# `export` (Snakefile); this rule, which has a {project} wildcard, cannot be one.
+rule export_project:
     input:
         turn_log="results/{project}/log.jsonl",
         labels=labels_file,
