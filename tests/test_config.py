@@ -136,6 +136,92 @@ def test_a_list_of_endpoints_is_a_valid_base_url() -> None:
         assert validate_config(config_with_base_url(base_url))["llm"]["base_url"] == base_url
 
 
+# a base_url's secret: no character that ends userinfo or starts a query, and a
+# marker no message's prose holds, so "not in the message" means not shown
+_SECRETS = st.text(
+    st.characters(codec="utf-8", exclude_characters="/?#@", exclude_categories=("Cs",)),
+    max_size=12,
+).map(lambda text: "Zq" + text)
+_HOSTS = st.sampled_from(["127.0.0.1:8000", "gpu-node:8000", "[::1]:8000", "api.example.com"])
+_PATHS = st.sampled_from(["/v1", "", "/openai/v1/", "/v1/x%20y"])
+
+
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS"]),
+    host=_HOSTS,
+    path=_PATHS,
+    user=st.one_of(st.none(), _SECRETS, _SECRETS.map(lambda u: u + ":" + "pw")),
+    password=st.one_of(st.none(), _SECRETS),
+    query=st.one_of(st.none(), _SECRETS.map(lambda q: "?api-key=" + q)),
+    fragment=st.one_of(st.none(), _SECRETS.map(lambda f: "#" + f)),
+    where=st.sampled_from(["llm", "item", "url", "judge"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_base_url_with_a_secret_is_refused_showing_it_without(
+    scheme, host, path, user, password, query, fragment, where
+) -> None:
+    """Userinfo, a query string or a fragment in any base_url is refused; the message
+    names the field, shows scheme, host and path, none of the secret, and points at
+    llm.api_key_env. The same URL without them is accepted."""
+    userinfo = "" if user is None else user + ("" if password is None else ":" + password) + "@"
+    url = f"{scheme}://{userinfo}{host}{path}{query or ''}{fragment or ''}"
+    clean = f"{scheme}://{host}{path}"
+    llm: dict = {}
+    project: dict = {"chunks": "c", "queries": "q"}
+    field = {"llm": "llm.base_url", "item": "llm.base_url[1]", "url": "llm.base_url[0].url"}
+    field["judge"] = "projects.p.labels.judge.base_url"
+
+    def config(u: str) -> dict:
+        if where == "llm":
+            llm["base_url"] = u
+        elif where == "item":
+            llm["base_url"] = ["http://other:1/v1", u]
+        elif where == "url":
+            llm["base_url"] = [{"url": u, "concurrency": 2}]
+        else:
+            project["labels"] = {"source": "judge", "judge": {"base_url": u}}
+        return {"projects": {"p": dict(project)}, "llm": dict(llm)}
+
+    assert validate_config(config(clean))
+    if url == clean:
+        return
+    with pytest.raises(RecordError) as e:
+        validate_config(config(url))
+    message = str(e.value)
+    assert e.value.field == field[where]
+    assert f"{clean} is given with" in message and "llm.api_key_env" in message
+    for secret in (user, password, query, fragment):
+        assert secret is None or secret not in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "url", ["alice:PASSWORD@host:8000/v1", "ftp://h/v1", "http://h /v1", "http://h/v1\n"]
+)
+def test_a_base_url_that_is_no_http_url_is_refused_without_showing_it(url: str) -> None:
+    with pytest.raises(RecordError, match="the value is not shown") as e:
+        validate_config(config_with_base_url(url))
+    assert e.value.field == "llm.base_url" and url.strip() not in str(e.value)
+
+
+def test_an_ambiguous_secret_shows_no_host() -> None:
+    # a `?` or `/` before the last `@`: where userinfo ends is not certain, so no
+    # part of what follows `//` is shown
+    for url in ("http://alice:p?w@host/v1", "http://host/v1?key=abc@def", "http://a:1/b@h/v1"):
+        with pytest.raises(RecordError) as e:
+            validate_config(config_with_base_url(url))
+        assert "http://… is given with credentials" in str(e.value)
+        assert not re.search(r"alice|abc|def|host|\bh/", str(e.value))
+
+
+def test_endpoints_refuse_a_secret_in_a_url_without_a_config() -> None:
+    from grumem.llm.endpoints import EndpointError, endpoints
+
+    with pytest.raises(EndpointError, match=r"llm.base_url\[1\]: http://h/v1 is given") as e:
+        endpoints(["http://ok/v1", "http://alice:PASSWORD@h/v1"], 4)
+    assert "PASSWORD" not in str(e.value) and "alice" not in str(e.value)
+
+
 def test_snakemake_names_the_endpoint_field_and_asks_for_the_sum_of_the_caps(
     tmp_path: Path,
 ) -> None:

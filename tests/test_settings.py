@@ -120,6 +120,9 @@ def test_the_judge_takes_the_connection_too() -> None:
 
 _VALUES = [None, True, False, 0, 1, -1, 2, 0.5, 2.0, 1.5, 512, "", "x", "GRUMEM_KEY"]
 _VALUES += ["bad name", "~/c", "L2", "vllm", "openai", "replay", [], ["m"], [1], {}, {"z": 1}]
+# endpoints (llm.base_url): good, and with a secret the format check refuses
+_VALUES += ["http://h:1/v1", ["http://h/v1", {"url": "https://g/v1"}], "http://u:p@h/v1"]
+_VALUES += ["http://h/v1?api-key=k", ["http://h/v1#f"], [{"url": "http://u@h/v1"}]]
 
 
 def _section_values(s: dict) -> st.SearchStrategy:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from grumem.errors import GrumemError
 from grumem.jsonl import RecordError, read_jsonl, sha256_bytes, sha256_text
 from grumem.judge_parser import parse_judge_response
 from grumem.labels import load_labels
-from grumem.llm.cache import ResponseCache
+from grumem.llm.cache import CorruptEntry, ResponseCache
 from grumem.llm.client import ReplayMiss
 from grumem.llm.grammar import JUDGE_GRAMMAR, GrammarUnsupported, gbnf
 from grumem.recording import stored_body
@@ -641,14 +642,44 @@ def test_an_answer_that_is_not_utf8_is_no_label(judged, tmp_path):
     assert u["parse_error"]["reason"].startswith("not a chat completion")
 
 
-def test_an_answer_that_differs_from_its_sha_fails_the_judge(judged, tmp_path):
+FLIP_EVIDENCE = {"<evidence>yes": "<evidence>no", "<evidence>no": "<evidence>yes"}
+
+
+@pytest.mark.parametrize("change", ["flips the label", "keeps the label"])
+def test_a_cached_answer_that_differs_from_its_sha_is_never_served(
+    judged, module_fake_server, tmp_path, change
+):
+    """An edited answer in the judge's cache: replay fails naming the cache file and the
+    pair's request, writing nothing; live fails the same way having set the entry aside,
+    and its rerun sends that one request and writes the original labels."""
+
     def edited(attempt):
-        return {**attempt, "body": attempt["body"].replace("<think>", "<think> ", 1)}
+        body = attempt["body"]
+        if change == "keeps the label":
+            return {**attempt, "body": body.replace("<think>", "<think> ", 1)}
+        old = next(tag for tag in FLIP_EVIDENCE if tag in body)
+        return {**attempt, "body": body.replace(old, FLIP_EVIDENCE[old], 1)}
 
     cache, entry = _cache_with_one_answer_replaced(judged, tmp_path, edited)
-    settings = make_settings(None, cache, mode="replay")
+    sha = entry["request_sha256"]
+    path = ResponseCache(cache).path(sha)
+    bad = path.read_bytes()
     out, side = tmp_path / "l.jsonl", tmp_path / "u.jsonl"
-    with pytest.raises(RecordError, match="response.sha256") as e:
-        run([judged["chunks"]], QUERIES, out, side, settings)
-    assert entry["request_sha256"] in str(e.value)
+    with pytest.raises(CorruptEntry) as e:
+        run([judged["chunks"]], QUERIES, out, side, make_settings(None, cache, mode="replay"))
+    message = str(e.value)
+    assert re.search(rf"request {sha} \(judge [\w-]+ [0-9a-f]{{12}}\) is corrupt", message)
+    assert str(path) in message and "attempts.0.sha256" in message
+    assert "restore the entry from a good copy" in message
+    assert not out.exists() and not side.exists() and path.read_bytes() == bad
+
+    server = module_fake_server.use(judge_script())
+    live = make_settings(server.base_url, cache)
+    with pytest.raises(CorruptEntry, match="Rerun to send this request again"):
+        run([judged["chunks"]], QUERIES, out, side, live)
     assert not out.exists() and not side.exists()
+    assert path.with_name(path.name + ".corrupt").read_bytes() == bad
+    stats = run([judged["chunks"]], QUERIES, out, side, live)
+    assert server.stats()["by_sha"] == {sha: 1}
+    assert (stats["sent"], stats["from_cache"]) == (1, 71)
+    assert out.read_bytes() == (judged["work"] / "labels.jsonl").read_bytes()

@@ -6,15 +6,33 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
-from workflow_helpers import REPO, demo_project, read_lines, snakemake, write_config
+from workflow_helpers import (
+    REPO,
+    assert_no_secret,
+    demo_project,
+    env,
+    files_under,
+    read_lines,
+    snakemake,
+    write_config,
+)
 
 from grumem.transcripts import sanitize_session_id
 from grumem.units import unit_name
 
 FAKE_DEMO = REPO / "fixtures" / "fake" / "demo.yaml"
+
+
+def grumem(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "grumem", *args], capture_output=True, text=True, env=env()
+    )
 
 
 def jobs(dry_run_stdout: str) -> dict[str, int]:
@@ -191,3 +209,93 @@ def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
 def test_demo_dry_run_lists_the_project_session_index(tmp_path) -> None:
     write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": demo_project()})
     assert jobs(snakemake(tmp_path, "-n", "all").stdout)["sessions"] == 1
+
+
+# ------------------------------------------- credentials in a base_url (issue 25 item 4)
+
+# each form of a base_url a config can hold, with a secret in its userinfo or query
+SECRET_URLS = {
+    "userinfo": ("http://alice:PASSWORD@127.0.0.1:{port}/v1", ("alice", "PASSWORD")),
+    "query": ("http://127.0.0.1:{port}/v1?api-key=SECRET", ("api-key", "SECRET")),
+}
+
+
+def place_url(url: str, where: str) -> tuple[dict, dict | None, str]:
+    """(llm overrides, the project's labels or None, the field named) with `url` put
+    in `where`: llm.base_url, an item of its list, or labels.judge.base_url."""
+    if where == "llm.base_url":
+        return {"base_url": url}, None, "llm.base_url"
+    if where == "llm.base_url[1]":
+        return {"base_url": ["http://127.0.0.1:9/v1", url]}, None, "llm.base_url[1]"
+    if where == "llm.base_url[0].url":
+        return {"base_url": [{"url": url, "concurrency": 2}]}, None, "llm.base_url[0].url"
+    labels = {"source": "judge", "judge": {"base_url": url}}
+    return {}, labels, "projects.demo.labels.judge.base_url"
+
+
+@pytest.mark.parametrize("secret", sorted(SECRET_URLS))
+@pytest.mark.parametrize(
+    "where",
+    ["llm.base_url", "llm.base_url[1]", "llm.base_url[0].url", "labels.judge.base_url"],
+)
+def test_a_secret_in_a_base_url_is_refused_before_anything_is_written(
+    tmp_path, fake_server, secret, where
+) -> None:
+    """A dry run and a real run both stop at the config with one line that shows the
+    URL without the secret and points at llm.api_key_env; no file of the work directory
+    (.snakemake/ and logs/ included) nor the output holds any part of it."""
+    server = fake_server(FAKE_DEMO)
+    template, hidden = SECRET_URLS[secret]
+    url = template.format(port=server.port)
+    llm, labels, field = place_url(url, where)
+    project = demo_project(labels=labels) if labels else demo_project()
+    config = write_config(tmp_path, server.base_url, projects={"demo": project}, llm=llm)
+    work = tmp_path / "work"  # the config file, which holds the secret, is outside it
+    work.mkdir()
+    for args in (["-n", "all"], ["all"]):
+        proc = snakemake(work, *args, "--configfile", str(config), check=False)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode != 0
+        shown = f"http://127.0.0.1:{server.port}/v1 is given with"
+        [line] = [x for x in output.splitlines() if shown in x]
+        assert f"invalid config: config: field '{field}' {shown}" in line
+        assert "llm.api_key_env" in line
+        assert "Traceback" not in output and "AUTHORIZATION" not in output
+        for part in hidden:
+            assert_no_secret(work, part, proc.stdout, proc.stderr, under=(".",))
+    assert files_under(work / "results") == [] and files_under(work / "logs") == []
+    assert server.stats()["requests"] == 0
+
+
+@pytest.mark.parametrize("secret", sorted(SECRET_URLS))
+def test_a_secret_in_the_connection_of_a_grumem_command_is_refused(
+    tmp_path, fake_server, secret
+) -> None:
+    """`grumem responses --connection` (what a rule passes) refuses it the same way:
+    one line, no traceback, nothing written, no request."""
+    server = fake_server(FAKE_DEMO)
+    template, hidden = SECRET_URLS[secret]
+    url = template.format(port=server.port)
+    config = write_config(tmp_path, server.base_url)
+    prompts = tmp_path / "prompts.jsonl"
+    chunks = sorted((REPO / "fixtures/demo/chunks").glob("*.jsonl"))[:1]
+    proc = grumem(
+        "prompts", "--config", str(config), "--project", "demo", "--queries",
+        str(REPO / "fixtures/demo/queries.yaml"), "--out", str(prompts), *map(str, chunks),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out, log = tmp_path / "work" / "responses.jsonl", tmp_path / "work" / "responses.log"
+    out.parent.mkdir()
+    connection = json.dumps({"base_url": url})
+    proc = grumem(
+        "responses", "--config", str(config), "--connection", connection,
+        "--prompts", str(prompts), "--out", str(out), "--log", str(log),
+    )  # fmt: skip
+    assert proc.returncode != 0
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("grumem responses: error: --connection: field 'llm.base_url' ")
+    assert f"http://127.0.0.1:{server.port}/v1 is given with" in line
+    assert "llm.api_key_env" in line and not out.exists()
+    for part in hidden:
+        assert_no_secret(out.parent, part, proc.stdout, proc.stderr, under=(".",))
+    assert server.stats()["requests"] == 0

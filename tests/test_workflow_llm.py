@@ -5,13 +5,11 @@ an unwritable output is found before any request is sent."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, quote_plus
 
 import pyarrow.parquet as pq
 import pytest
@@ -19,6 +17,7 @@ import yaml
 from workflow_helpers import (
     DEMO,
     REPO,
+    assert_no_secret,
     demo_project,
     env,
     files_under,
@@ -37,36 +36,6 @@ SECRET = "sk-grumem-WORKFLOW-9d2c7b4e1f"
 
 def fake_demo_script(**extra) -> dict:
     return {**yaml.safe_load(FAKE_DEMO.read_text(encoding="utf-8")), **extra}
-
-
-def key_forms(key: str) -> set[bytes]:
-    """Every spelling of the key a leak could take: raw, stripped, repr, bytes repr,
-    JSON-escaped, URL-encoded (written here independently of the client's list)."""
-    forms = {
-        key,
-        key.strip(),
-        repr(key)[1:-1],
-        repr(key.encode())[2:-1],
-        json.dumps(key)[1:-1],
-        quote(key, safe=""),
-        quote_plus(key),
-    }
-    return {f.encode() for f in forms}
-
-
-def assert_no_secret(work: Path, key: str, *outputs: str) -> int:
-    """No form of the key in any file under results/, logs/, .snakemake/, nor in the
-    command's output; returns how many files were read."""
-    files = [f for sub in ("results", "logs", ".snakemake") for f in files_under(work / sub)]
-    forms = key_forms(key)
-    for f in files:
-        data = f.read_bytes()
-        for form in forms:
-            assert form not in data, f"{form!r} in {f}"
-    for text in outputs:
-        for form in forms:
-            assert form not in text.encode(), f"{form!r} in the command's output"
-    return len(files)
 
 
 def job_log(work: Path, stage: str = "responses") -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import yaml
 
@@ -167,3 +169,38 @@ def shell(work: Path, text: str, what: str, check: bool = True) -> subprocess.Co
         f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     )
     return proc
+
+
+def key_forms(key: str) -> set[bytes]:
+    """Every spelling of the key a leak could take: raw, stripped, repr, bytes repr,
+    JSON-escaped, URL-encoded (written here independently of the client's list)."""
+    forms = {
+        key,
+        key.strip(),
+        repr(key)[1:-1],
+        repr(key.encode())[2:-1],
+        json.dumps(key)[1:-1],
+        quote(key, safe=""),
+        quote_plus(key),
+    }
+    return {f.encode() for f in forms}
+
+
+def assert_no_secret(
+    work: Path,
+    key: str,
+    *outputs: str,
+    under: tuple[str, ...] = ("results", "logs", ".snakemake"),
+) -> int:
+    """No form of the key in any file under `under` (directories of `work`; "." is all
+    of it), nor in the command's output; returns how many files were read."""
+    files = [f for sub in under for f in files_under(work / sub)]
+    forms = key_forms(key)
+    for f in files:
+        data = f.read_bytes()
+        for form in forms:
+            assert form not in data, f"{form!r} in {f}"
+    for text in outputs:
+        for form in forms:
+            assert form not in text.encode(), f"{form!r} in the command's output"
+    return len(files)

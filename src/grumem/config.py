@@ -13,12 +13,13 @@ from typing import Any
 
 import yaml
 
-from grumem.config_sections import ENV_VAR_NAME_PATTERN, filled_sections
+from grumem.config_sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
 from grumem.jsonl import RecordError, open_input, schema, strict_validator_class
 from grumem.paths import SCHEMAS_DIR
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
 ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
+ENDPOINT_URL = re.compile(ENDPOINT_URL_PATTERN)
 # A placeholder project: the sections a rule passes are checked with the config
 # schema, which requires `projects`
 PLACEHOLDER_PROJECTS = {"x": {"chunks": "", "queries": ""}}
@@ -26,6 +27,46 @@ PLACEHOLDER_PROJECTS = {"x": {"chunks": "", "queries": ""}}
 
 def _is_env_var_name(value: object) -> bool:
     return not isinstance(value, str) or ENV_VAR_NAME.match(value) is not None
+
+
+def _is_endpoint_url(value: object) -> bool:
+    return not isinstance(value, str) or ENDPOINT_URL.match(value) is not None
+
+
+def endpoint_url_problem(url: str) -> str | None:
+    """Why `url` cannot be an LLM endpoint (None: it can), in words that never show
+    a secret. Userinfo (`user:password@`), a query string or a fragment would be
+    written out with the URL, which is on every LLM rule's command line (so in
+    .snakemake/ and the logs), and the SDK refuses credentials in a URL next to
+    its API key. The message shows the URL without them, where that is certain."""
+    if ENDPOINT_URL.match(url):
+        return None
+    fix = "put the API key in the environment variable named by llm.api_key_env"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return (
+            "must be an http:// or https:// URL (…/v1); the value is not shown, in case it "
+            f"holds a secret (a key belongs in no URL: {fix})"
+        )
+    what = []
+    if "@" in rest:
+        what.append("credentials (`user:password@`)")
+    if "?" in rest or "#" in rest:
+        what.append("a query string or fragment (`?…`, `#…`)")
+    if not what:
+        return "holds a space or a control character; the value is not shown"
+    before, at, after = rest.rpartition("@")
+    # what precedes the last `@` is userinfo only if no path, query or fragment
+    # starts there; otherwise where the secret ends is not certain: show no host
+    shown = "…" if at and any(c in before for c in "/?#") else after
+    for mark in "?#":
+        shown = shown.split(mark, 1)[0]
+    them = "them" if len(what) > 1 else "it"
+    return (
+        f"{scheme}://{shown} is given with {' and '.join(what)}, not shown here. A URL "
+        "is written to .snakemake/ and the logs (it is on the LLM rules' command lines): "
+        f"take {them} out and {fix}"
+    )
 
 
 @cache
@@ -38,6 +79,7 @@ def _formats() -> Any:
 
     checker = jsonschema.FormatChecker(formats=())
     checker.checks("env-var-name")(_is_env_var_name)
+    checker.checks("endpoint-url")(_is_endpoint_url)
     return checker
 
 
@@ -103,6 +145,8 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
                 "must be the NAME of an environment variable (^[A-Za-z_][A-Za-z0-9_]*$), "
                 "not the key itself; the value is not shown"
             )
+        if e.validator == "format" and e.validator_value == "endpoint-url":
+            message = endpoint_url_problem(e.instance) or message
         raise RecordError(source, None, field, message)
     return expand_paths(config, os.environ, source)
 

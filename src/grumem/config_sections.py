@@ -28,8 +28,12 @@ _UNSUPPORTED = frozenset(
     {"oneOf", "anyOf", "allOf", "not", "if", "$ref", "$dynamicRef", "dependentSchemas"}
     | {"patternProperties", "prefixItems", "unevaluatedProperties", "unevaluatedItems"}
 )
-# the config schema's own format (grumem.config.ENV_VAR_NAME), as fastjsonschema checks it
+# the config schema's own formats (grumem.config), as fastjsonschema checks them
 ENV_VAR_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# an LLM endpoint: http(s), with no `@` (userinfo), `?` or `#` (a query string or
+# fragment) anywhere, where a secret would be written out with the URL; no space
+# or control character
+ENDPOINT_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\x00-\x20\x7f]+(/[^?#@\x00-\x20\x7f]*)?\Z"
 
 
 @cache
@@ -43,7 +47,8 @@ def sections_schema() -> dict[str, Any]:
 
 @cache
 def _check() -> Callable[[Any], Any]:
-    return compile_fast(sections_schema(), {"env-var-name": ENV_VAR_NAME_PATTERN})
+    formats = {"env-var-name": ENV_VAR_NAME_PATTERN, "endpoint-url": ENDPOINT_URL_PATTERN}
+    return compile_fast(sections_schema(), formats)
 
 
 def filled_sections(sections: dict[str, Any]) -> dict[str, Any] | None:

@@ -7,6 +7,19 @@ fsynced and renamed over its name, so a crash (kill -9 included) leaves
 either the whole entry or none; temporary files start with `.` and are never
 read as entries. A rerun after a crash finds every answer that arrived and
 re-sends only what was in flight.
+
+Every read checks the entry against itself: its JSON, its `request_sha256`
+against its name, each attempt against the response schema and each body
+against its recorded sha256 (the bytes, also when stored as `body_b64`). An
+entry that fails is corrupt (bit rot, a bad copy, a hand edit) and is never
+served: `CorruptEntry` names the file and the request, and the job fails. In
+live mode the entry is first moved aside, in its own directory, to
+`<sha>.json.corrupt` (a name never read as an entry), so the rerun meets a
+miss and sends that one request again, its answer written in the entry's
+place like any other. The job fails rather than re-sending at once: the new
+answer may differ from the lost one (sampling, another server), and a user
+who has a good copy of the entry can restore it before the rerun and keep
+the recorded answer. Replay never moves anything.
 """
 
 from __future__ import annotations
@@ -22,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, atomic_writer, compile_fast, dumps, schema
+from grumem.jsonl import atomic_writer, compile_fast, dumps, schema, sha256_bytes
+from grumem.recording import response_bytes
 
 if TYPE_CHECKING:
     import jsonschema
@@ -34,6 +48,61 @@ class CacheError(GrumemError):
     """A cache entry that cannot be used; names the file."""
 
 
+class CorruptEntry(CacheError):
+    """A cache entry that fails its checks: never served. `moved_to` is where it was
+    set aside (live mode), else None; `label` names the request for people."""
+
+    def __init__(
+        self,
+        path: Path,
+        sha: str,
+        reason: str,
+        *,
+        label: str = "",
+        moved_to: Path | None = None,
+        not_moved: str | None = None,
+    ):
+        self.path = path
+        self.sha = sha
+        self.reason = reason
+        self.label = label
+        self.moved_to = moved_to
+        self.not_moved = not_moved
+        where = f" ({label})" if label else ""
+        super().__init__(
+            f"{path}: the cache entry of request {sha}{where} is corrupt: {reason}; "
+            f"{self._what_to_do()}"
+        )
+
+    def for_request(self, label: str) -> CorruptEntry:
+        """The same error, naming the request as the caller knows it."""
+        return CorruptEntry(
+            self.path,
+            self.sha,
+            self.reason,
+            label=label,
+            moved_to=self.moved_to,
+            not_moved=self.not_moved,
+        )
+
+    def _what_to_do(self) -> str:
+        if self.moved_to is not None:
+            return (
+                f"it was moved to {self.moved_to}. Rerun to send this request again (its "
+                "answer takes the entry's place), or first restore the entry from a good "
+                "copy of the cache to keep the recorded answer"
+            )
+        if self.not_moved is not None:
+            return (
+                f"it could not be moved aside ({self.not_moved}): delete it and rerun to "
+                "send this request again, or restore it from a good copy of the cache"
+            )
+        return (
+            "replay serves only intact answers: restore the entry from a good copy of the "
+            "cache, or delete it and run in llm.mode: live to send this request again"
+        )
+
+
 class ResponseCache:
     def __init__(self, cache_dir: str | os.PathLike[str]):
         self.root = Path(cache_dir)
@@ -43,14 +112,41 @@ class ResponseCache:
             raise ValueError(f"not a sha256 hex digest: {sha!r}")
         return self.root / sha[:2] / f"{sha}.json"
 
-    def get(self, sha: str) -> list[dict[str, Any]] | None:
-        """The attempts recorded for request `sha`, or None when it was never answered."""
+    def get(self, sha: str, *, set_aside: bool = False) -> list[dict[str, Any]] | None:
+        """The attempts recorded for request `sha`, or None when it was never answered.
+
+        CorruptEntry when the entry fails its checks; with `set_aside` (live mode)
+        the entry is first moved to a name never read as an entry (see the module)."""
         path = self.path(sha)
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        return _check_entry(path, sha, raw)
+        try:
+            return _check_entry(path, sha, raw)
+        except CorruptEntry as e:
+            if not set_aside:
+                raise
+            try:
+                moved = self._set_aside(path, raw)
+            except OSError as os_error:
+                raise CorruptEntry(path, sha, e.reason, not_moved=str(os_error)) from None
+            raise CorruptEntry(path, sha, e.reason, moved_to=moved) from None
+
+    def _set_aside(self, path: Path, raw: bytes) -> Path:
+        """Rename the corrupt entry `path` (whose bytes were `raw`) to a free
+        `<name>.corrupt[.N]` in its directory; the bytes are kept as they were."""
+        n = 0
+        while True:
+            target = path.with_name(path.name + ".corrupt" + (f".{n}" if n else ""))
+            if not target.exists():
+                break
+            n += 1
+        # another job may have replaced it with a good entry meanwhile: leave that one
+        if path.read_bytes() == raw:
+            os.rename(path, target)
+            _fsync_dir(path.parent)
+        return target
 
     def put(self, sha: str, attempts: list[dict[str, Any]]) -> Path:
         """Store the attempts of an answered request, atomically; returns the entry's path."""
@@ -84,25 +180,35 @@ def _check_entry(path: Path, sha: str, raw: bytes) -> list[dict[str, Any]]:
     try:
         entry = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CacheError(
-            f"{path}: cache entry is not valid JSON ({e}); delete the file "
-            "to have the request sent again"
-        ) from None
-    if not isinstance(entry, dict) or entry.get("request_sha256") != sha:
-        raise CacheError(f"{path}: cache entry is not the one for request {sha}")
+        raise CorruptEntry(path, sha, f"not valid JSON ({e})") from None
+    if not isinstance(entry, dict):
+        raise CorruptEntry(path, sha, "not a JSON object")
+    if entry.get("request_sha256") != sha:
+        named = entry.get("request_sha256")
+        raise CorruptEntry(path, sha, f"field 'request_sha256' is {named!r}, not its name")
     attempts = entry.get("attempts")
     if not isinstance(attempts, list) or not attempts:
-        raise CacheError(f"{path}: cache entry has no attempts")
+        raise CorruptEntry(path, sha, "field 'attempts' holds no attempt")
     for i, attempt in enumerate(attempts):
-        _validate_attempt(path, i, attempt)
+        problem = _attempt_problem(i, attempt)
+        if problem is not None:
+            raise CorruptEntry(path, sha, problem)
     if attempts[-1]["status"] != 200:
-        raise CacheError(
-            f"{path}: cache entry does not end in an answer (status {attempts[-1]['status']})"
+        raise CorruptEntry(
+            path, sha, f"it does not end in an answer (status {attempts[-1]['status']})"
         )
     return attempts
 
 
 def _validate_attempt(path: Path, i: int, attempt: Any) -> None:
+    problem = _attempt_problem(i, attempt)
+    if problem is not None:
+        raise CacheError(f"{path}: {problem}")
+
+
+def _attempt_problem(i: int, attempt: Any) -> str | None:
+    """Why attempt `i` cannot be served, naming its field; None when it can: the
+    response schema's `attempt`, and a body that matches its recorded sha256."""
     # the compiled check on every entry (a put per answer, a get per request);
     # jsonschema, the reference, only to name the field of one it rejects
     try:
@@ -113,7 +219,18 @@ def _validate_attempt(path: Path, i: int, attempt: Any) -> None:
         where = [str(p) for p in e.absolute_path] if e else fast.path[1:]
         field = ".".join(["attempts", str(i), *where])
         message = e.message if e else fast.message
-        raise CacheError(str(RecordError(path, None, field, message))) from None
+        return f"field '{field}' {message}"
+    try:
+        raw = response_bytes(attempt)
+    except ValueError as e:
+        return f"field 'attempts.{i}.body_b64' {e}"
+    digest = None if raw is None else sha256_bytes(raw)
+    if digest != attempt["sha256"]:
+        return (
+            f"field 'attempts.{i}.sha256': the body of attempt {i + 1} does not match its "
+            "recorded sha256 (altered or damaged since it was received)"
+        )
+    return None
 
 
 def _attempt_schema() -> dict[str, Any]:

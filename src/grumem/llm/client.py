@@ -21,7 +21,10 @@
 - The model that answered is checked against the request's: a mismatch is an
   error unless `llm.accept_models` allows the name (servers that rename).
 - `live` mode reads the cache first and writes each answer to it as it
-  arrives; `replay` mode reads only the cache and a miss is an error.
+  arrives; `replay` mode reads only the cache and a miss is an error. A
+  corrupt cache entry (grumem.llm.cache) fails the request in either mode,
+  naming the file and the request; live mode sets it aside first, so the
+  rerun sends that request again.
 - `base_url` may list several endpoints (grumem.llm.endpoints): a request
   goes to the live one with the fewest in flight and keeps to it for its
   retries; when they end in a connection error, that endpoint is taken out
@@ -47,7 +50,7 @@ from urllib.parse import quote, quote_plus
 
 from grumem.config import ENV_VAR_NAME
 from grumem.errors import GrumemError
-from grumem.llm.cache import ResponseCache
+from grumem.llm.cache import CorruptEntry, ResponseCache
 from grumem.llm.endpoints import EndpointPool, endpoints
 from grumem.llm.request import RequestError, request_sha
 
@@ -409,7 +412,11 @@ class LLMClient:
         sha = request_sha(body)
         request = {"body": body, "sha256": sha}
         self.counters.requests += 1
-        cached = self.cache.get(sha)
+        try:
+            # live: a corrupt entry is set aside, so the rerun sends this request again
+            cached = self.cache.get(sha, set_aside=self.mode == "live")
+        except CorruptEntry as e:
+            raise e.for_request(label) from None
         model = _body_model(body, sha, label)
         if cached is not None:
             for attempt in cached:

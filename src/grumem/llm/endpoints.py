@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grumem.config import endpoint_url_problem
 from grumem.errors import GrumemError
 
 
@@ -41,7 +42,9 @@ class Endpoint:
 
 def endpoints(base_url: str | Sequence[Any] | None, concurrency: int) -> list[Endpoint]:
     """The endpoints of a validated `llm.base_url` (none when it is null); an item
-    without its own cap takes `concurrency`. A URL listed twice is an error."""
+    without its own cap takes `concurrency`. A URL listed twice is an error, and so
+    is one the config would refuse (credentials, a query string): checked here too
+    for a client made without a config, before the SDK would see it."""
     if base_url is None:
         return []
     items = [base_url] if isinstance(base_url, str) else list(base_url)
@@ -52,6 +55,9 @@ def endpoints(base_url: str | Sequence[Any] | None, concurrency: int) -> list[En
             url, cap = item["url"], item.get("concurrency", concurrency)
         else:
             url, cap = item, concurrency
+        problem = endpoint_url_problem(url)
+        if problem is not None:
+            raise EndpointError(f"llm.base_url[{i}]: {problem}")
         key = url.rstrip("/")
         if key in seen:
             raise EndpointError(
