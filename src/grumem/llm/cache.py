@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, atomic_writer, compile_fast, dumps, schema
+from grumem.jsonl import RecordError, atomic_writer, compile_fast, dumps, schema, stdlib_loads
 
 if TYPE_CHECKING:
     import jsonschema
@@ -82,7 +82,7 @@ class ResponseCache:
 
 def _check_entry(path: Path, sha: str, raw: bytes) -> list[dict[str, Any]]:
     try:
-        entry = json.loads(raw.decode("utf-8"))
+        entry = stdlib_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CacheError(
             f"{path}: cache entry is not valid JSON ({e}); delete the file "
