@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from functools import cache
-from itertools import accumulate
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -110,15 +110,13 @@ _CONTAINERS = frozenset({dict, list})
 
 def value_depth(value: Any) -> int:
     """How deep arrays and objects nest in a parsed JSON value (0 for a scalar), one
-    level at a time: no recursion, and only the containers are kept."""
+    level at a time (no recursion), keeping only the containers of the next."""
     depth = 0
     level = [value] if type(value) in _CONTAINERS else []
     while level:
         depth += 1
-        below: list[Any] = []
-        for v in level:
-            below += [c for c in (v.values() if type(v) is dict else v) if type(c) in _CONTAINERS]
-        level = below
+        children = chain.from_iterable([v.values() if type(v) is dict else v for v in level])
+        level = [c for c in children if type(c) in _CONTAINERS]
     return depth
 
 
