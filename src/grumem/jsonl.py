@@ -71,8 +71,8 @@ class NestingError(RecordError, json.JSONDecodeError):
     JSON into an error of its own, or into "not JSON", does the same with this one.
 
     `depth` is how deep the text nests, None when only "more than the limit" is
-    known; `lineno` and `colno` (JSONDecodeError's) point at the first bracket past
-    the limit when the text is known."""
+    known; `pos`, `lineno` and `colno` (JSONDecodeError's) point at the first bracket
+    past the limit when the text is known."""
 
     def __init__(
         self,
@@ -80,15 +80,15 @@ class NestingError(RecordError, json.JSONDecodeError):
         path: str | os.PathLike[str] | None = None,
         line: int | None = None,
         field: str | None = None,
-        at: tuple[int, int] = (1, 1),
+        at: tuple[int, int, int] = (0, 1, 1),
     ):
         why = nesting_why(depth)
         self.depth = depth
         self.path = None if path is None else str(path)
         self.line, self.field, self.why = line, field, why
         # JSONDecodeError's attributes, set here: its __init__ words its own message
-        self.msg, self.doc, self.pos = why, "", 0
-        self.lineno, self.colno = at
+        self.msg, self.doc = why, ""
+        self.pos, self.lineno, self.colno = at
         # not RecordError.__init__: its super() would reach JSONDecodeError's
         Exception.__init__(
             self, why if self.path is None else _located(self.path, line, field, why)
@@ -166,12 +166,12 @@ def nesting_error(
     """The NestingError for `text`, known to nest too deep, with its depth; `locate`
     (the text is a whole file) names the line where it passes the limit."""
     depth, past = text_depth(text)
-    at = (1, 1)
+    at = (0, 1, 1)
     if past is not None:
         nl = b"\n" if isinstance(text, bytes) else "\n"
-        at = (text.count(nl, 0, past) + 1, past - text.rfind(nl, 0, past))
+        at = (past, text.count(nl, 0, past) + 1, past - text.rfind(nl, 0, past))
         if locate:
-            line = at[0]
+            line = at[1]
     return NestingError(depth if depth > MAX_JSON_DEPTH else None, path, line, field, at)
 
 
