@@ -7,7 +7,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grumem.jsonl import RecordError, loads, open_input, read_jsonl, sha256_text, validate
+from grumem.jsonl import (
+    NestingError,
+    RecordError,
+    loads,
+    open_input,
+    read_jsonl,
+    sha256_text,
+    validate,
+)
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {
@@ -85,7 +93,9 @@ def manifest_chunks(path: str | os.PathLike[str]) -> list[str]:
     the manifest's order, its chunk files sorted (as its directory would give them)."""
     with open_input(path) as f:
         try:
-            document = loads(f.read())
+            document = loads(f.read(), path, locate=True)
+        except NestingError:
+            raise
         except ValueError as e:
             raise RecordError(path, None, None, f"not JSON: {e}") from None
     validate(document, "chunk-manifest", path)

@@ -14,7 +14,15 @@ from typing import Any
 import yaml
 
 from grumem.config_sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
-from grumem.jsonl import RecordError, open_input, schema, strict_validator_class
+from grumem.jsonl import (
+    MAX_JSON_DEPTH,
+    RecordError,
+    nesting_why,
+    open_input,
+    schema,
+    stdlib_loads,
+    strict_validator_class,
+)
 from grumem.paths import SCHEMAS_DIR
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
@@ -210,11 +218,55 @@ def expand_paths(config: dict[str, Any], env: Mapping[str, str], source: str) ->
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that rejects a key repeated in one mapping.
+    """yaml.SafeLoader that rejects a key repeated in one mapping, and a document
+    nested deeper than MAX_JSON_DEPTH.
 
     PyYAML keeps the last of two `llm:` blocks without a word, so half of a
     config would be ignored silently. Keys brought in by a merge (`<<: *base`)
-    may still be overridden: that is what merging is for."""
+    may still be overridden: that is what merging is for.
+
+    PyYAML's composer recurses once a level (RecursionError at ~490), its parser
+    does not: the depth is counted on the parser's events, aliases included (an
+    alias is as deep as its anchor's value; one inside its own anchor makes a
+    value that holds itself), and refused before the composer goes that deep."""
+
+    def __init__(self, stream: Any):
+        super().__init__(stream)
+        # per open collection: its anchor and the height of its highest child so far
+        self._open: list[list[Any]] = []
+        self._heights: dict[str, int | None] = {}  # anchor -> height; None while open
+
+    def get_event(self) -> yaml.Event:
+        event = super().get_event()
+        if isinstance(event, yaml.CollectionStartEvent):
+            self._open.append([event.anchor, 0])
+            if event.anchor is not None:
+                self._heights[event.anchor] = None
+            if len(self._open) > MAX_JSON_DEPTH:
+                raise _too_deep(nesting_why(None, "YAML"), event)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, highest = self._open.pop()
+            self._child(anchor, 1 + highest)
+        elif isinstance(event, yaml.AliasEvent) and event.anchor in self._heights:
+            height = self._heights[event.anchor]
+            if height is None:
+                why = (
+                    f"the alias *{event.anchor} is inside its own anchor: a value that holds"
+                    " itself, nested without end; remove that alias"
+                )
+                raise _too_deep(why, event)
+            if len(self._open) + height > MAX_JSON_DEPTH:
+                raise _too_deep(nesting_why(None, "YAML"), event)
+            self._child(None, height)
+        elif isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
+            self._child(event.anchor, 0)
+        return event
+
+    def _child(self, anchor: str | None, height: int) -> None:
+        if anchor is not None:
+            self._heights[anchor] = height
+        if self._open:
+            self._open[-1][1] = max(self._open[-1][1], height)
 
     def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
@@ -237,6 +289,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
                     )
                 first[key] = key_node
         return super().construct_mapping(node, deep)
+
+
+def _too_deep(why: str, event: yaml.Event) -> yaml.YAMLError:
+    return yaml.composer.ComposerError(None, None, why, event.start_mark)
 
 
 def parse_yaml(text: str, path: str | os.PathLike[str]) -> Any:
@@ -352,7 +408,7 @@ def connection_from_json(text: str | None, source: str = "--connection") -> dict
 
 def _json_object(text: str, source: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        data = stdlib_loads(text)
     except json.JSONDecodeError as e:
         raise RecordError(source, None, None, f"bad JSON: {e}") from None
     if not isinstance(data, dict):

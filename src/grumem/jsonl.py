@@ -15,9 +15,11 @@ import math
 import os
 import re
 import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from functools import cache
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -44,9 +46,148 @@ class RecordError(GrumemError, ValueError):
         self.line = line
         self.field = field
         self.why = why
-        where = self.path if line is None else f"{self.path}:{line}"
-        what = f" field '{field}'" if field else ""
-        super().__init__(f"{where}:{what} {why}".replace(":  ", ": "))
+        super().__init__(_located(self.path, line, field, why))
+
+
+def _located(path: str, line: int | None, field: str | None, why: str) -> str:
+    where = path if line is None else f"{path}:{line}"
+    what = f" field '{field}'" if field else ""
+    return f"{where}:{what} {why}".replace(":  ", ": ")
+
+
+# How deep arrays and objects may nest in any JSON (or YAML) grumem reads. The
+# deepest nesting in the repository's transcripts and records is 10 (OpenHands
+# events); the stdlib's parser and msgspec raise RecursionError at ~990 (Python's
+# recursion limit less the caller's stack), PyYAML's pure-Python loader at ~490,
+# and orjson refuses more than 1024 itself. 256 leaves the stack a reader is
+# called from, and the recursive walks over a parsed value, their room.
+MAX_JSON_DEPTH = 256
+
+
+class NestingError(RecordError, json.JSONDecodeError):
+    """JSON nested deeper than MAX_JSON_DEPTH, refused before any parser recurses that
+    deep. A RecordError naming the file, line and field when raised with a path; also a
+    JSONDecodeError (as orjson's own refusal past 1024 is), so a reader that turns bad
+    JSON into an error of its own, or into "not JSON", does the same with this one.
+
+    `depth` is how deep the text nests, None when only "more than the limit" is
+    known; `pos`, `lineno` and `colno` (JSONDecodeError's) point at the first bracket
+    past the limit when the text is known."""
+
+    def __init__(
+        self,
+        depth: int | None,
+        path: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        at: tuple[int, int, int] = (0, 1, 1),
+    ):
+        why = nesting_why(depth)
+        self.depth = depth
+        self.path = None if path is None else str(path)
+        self.line, self.field, self.why = line, field, why
+        # JSONDecodeError's attributes, set here: its __init__ words its own message
+        self.msg, self.doc = why, ""
+        self.pos, self.lineno, self.colno = at
+        # not RecordError.__init__: its super() would reach JSONDecodeError's
+        Exception.__init__(
+            self, why if self.path is None else _located(self.path, line, field, why)
+        )
+
+
+def nesting_why(depth: int | None, kind: str = "JSON") -> str:
+    """The reason a NestingError gives (and the YAML loader's, grumem.config)."""
+    found = f"more than {MAX_JSON_DEPTH}" if depth is None else str(depth)
+    return (
+        f"{kind} nested {found} deep (arrays or objects inside each other); the limit is"
+        f" {MAX_JSON_DEPTH} (grumem.jsonl.MAX_JSON_DEPTH): no transcript or record nests"
+        " that deep, check what wrote it"
+    )
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def value_depth(value: Any) -> int:
+    """How deep arrays and objects nest in a parsed JSON value (0 for a scalar), one
+    level at a time (no recursion), keeping only the containers of the next."""
+    depth = 0
+    level = [value] if type(value) in _CONTAINERS else []
+    while level:
+        depth += 1
+        children = chain.from_iterable([v.values() if type(v) is dict else v for v in level])
+        level = [c for c in children if type(c) in _CONTAINERS]
+    return depth
+
+
+# +1 for an opening bracket, -1 (0xff as a signed byte) for a closing one
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+# a string (its closing quote optional, so that every match consumes what it
+# scanned and the scan stays linear on text that is not JSON) or a bracket
+_TOKEN_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
+_TOKEN_TEXT = re.compile(_TOKEN_BYTES.pattern.decode("ascii"), re.DOTALL)
+
+
+def text_depth(text: str | bytes) -> tuple[int, int | None]:
+    """(how deep arrays and objects nest in JSON text, the offset of the first bracket
+    past MAX_JSON_DEPTH or None): its brackets outside strings counted in linear
+    passes, no recursion. Text that is not JSON gets the depth of its brackets."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    # escapes removed (`\\` pairs first, as a parser reads them), every other
+    # piece between quotes is outside the strings; C passes, then one over brackets
+    unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(unescaped.split(b'"')[::2])
+    steps = array("b", outside.translate(_STEPS, _NOT_BRACKETS))
+    depth = max(accumulate(steps), default=0)
+    if depth <= MAX_JSON_DEPTH:
+        return max(depth, 0), None
+    # where: token by token, as far as the first bracket past the limit
+    level = 0
+    pattern = _TOKEN_BYTES if isinstance(text, bytes) else _TOKEN_TEXT
+    for m in pattern.finditer(text):
+        c = m.group()[:1]
+        if c in (b"[", b"{", "[", "{"):
+            level += 1
+            if level > MAX_JSON_DEPTH:
+                return depth, m.start()
+        elif c in (b"]", b"}", "]", "}"):
+            level -= 1
+    return depth, None
+
+
+def nesting_error(
+    text: str | bytes,
+    path: str | os.PathLike[str] | None = None,
+    line: int | None = None,
+    field: str | None = None,
+    locate: bool = False,
+) -> NestingError:
+    """The NestingError for `text`, known to nest too deep, with its depth; `locate`
+    (the text is a whole file) names the line where it passes the limit."""
+    depth, past = text_depth(text)
+    at = (0, 1, 1)
+    if past is not None:
+        nl = b"\n" if isinstance(text, bytes) else "\n"
+        at = (past, text.count(nl, 0, past) + 1, past - text.rfind(nl, 0, past))
+        if locate:
+            line = at[1]
+    return NestingError(depth if depth > MAX_JSON_DEPTH else None, path, line, field, at)
+
+
+def shallow(
+    value: Any,
+    text: str | bytes,
+    path: str | os.PathLike[str] | None = None,
+    line: int | None = None,
+    field: str | None = None,
+    locate: bool = False,
+) -> Any:
+    """`value` (parsed from `text`) when it nests at most MAX_JSON_DEPTH deep; else its
+    NestingError. Each level takes two characters, so short text is not walked."""
+    if len(text) > 2 * MAX_JSON_DEPTH and value_depth(value) > MAX_JSON_DEPTH:
+        raise nesting_error(text, path, line, field, locate)
+    return value
 
 
 def sha256_text(text: str) -> str:
@@ -220,7 +361,8 @@ def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, 
 
 
 def json_line(path: str | os.PathLike[str], lineno: int, raw: bytes) -> Any:
-    """One line of a JSON Lines file parsed, or a RecordError naming file and line."""
+    """One line of a JSON Lines file parsed, or a RecordError naming file and line
+    (a NestingError when it nests deeper than MAX_JSON_DEPTH)."""
     try:
         if _long_digits(raw):
             raise orjson.JSONDecodeError("", "", 0)
@@ -230,6 +372,8 @@ def json_line(path: str | os.PathLike[str], lineno: int, raw: bytes) -> Any:
         # integer past 64 bits as a float: those lines the stdlib reads, or
         # names exactly as before
         obj = _loads_or_explain(path, lineno, raw)
+    else:
+        shallow(obj, raw, path, lineno)
     check_no_lone_surrogate(path, lineno, obj, raw)
     return obj
 
@@ -243,23 +387,62 @@ def _loads_or_explain(path: str | os.PathLike[str], lineno: int, raw: bytes) -> 
     if not text.strip():
         raise RecordError(path, lineno, None, "blank line")
     try:
-        return json.loads(text)
+        return stdlib_loads(text, path, lineno)
+    except NestingError:
+        raise
     except json.JSONDecodeError as e:
         why = f"bad JSON: {e.msg} at column {e.colno}"
         raise RecordError(path, lineno, None, why) from None
 
 
-def loads(text: str | bytes) -> Any:
+def stdlib_loads(
+    text: str | bytes,
+    path: str | os.PathLike[str] | None = None,
+    line: int | None = None,
+    field: str | None = None,
+    locate: bool = False,
+) -> Any:
+    """json.loads, the reference, with its nesting checked: a NestingError where it
+    recurses past Python's limit (the text is scanned for its depth only then) or
+    returns a value deeper than MAX_JSON_DEPTH. Location as for `loads`."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        error = nesting_error(text, path, line, field, locate)
+        if error.depth is None:
+            raise  # not the text's depth: the caller's stack was already deep
+        raise error from None
+    return shallow(value, text, path, line, field, locate)
+
+
+def loads(
+    text: str | bytes,
+    path: str | os.PathLike[str] | None = None,
+    line: int | None = None,
+    field: str | None = None,
+    locate: bool = False,
+    *,
+    exact_integers: bool = True,
+) -> Any:
     """JSON parsed by orjson, or by the stdlib (the reference) when orjson refuses it,
-    so a caller sees the stdlib's value or its JSONDecodeError as before."""
+    so a caller sees the stdlib's value or its JSONDecodeError as before; nested
+    deeper than MAX_JSON_DEPTH it is a NestingError, naming `path`, `line` and
+    `field` when given (`locate`: the text is a whole file, name its line).
+
+    Without `exact_integers` orjson may read an integer past 64 bits as a float
+    (no string of a response body changes by that; the guard costs a pass)."""
     try:
         data = text.encode("utf-8") if isinstance(text, str) else text
     except UnicodeEncodeError:
         data = None  # a lone surrogate: the stdlib's to parse
-    if data is not None and not _long_digits(data):
-        with suppress(orjson.JSONDecodeError):
-            return orjson.loads(data)
-    return json.loads(text)
+    if data is not None and not (exact_integers and _long_digits(data)):
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return shallow(value, text, path, line, field, locate)
+    return stdlib_loads(text, path, line, field, locate)
 
 
 # every digit as "0", every other byte as "x": a C pass instead of a regex that

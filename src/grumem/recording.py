@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 from typing import Any
 
-import orjson
-
-from grumem.jsonl import RecordError, sha256_bytes, sha256_text
+from grumem.jsonl import RecordError, loads, sha256_bytes, sha256_text
 
 
 def stored_body(raw: bytes) -> dict[str, str]:
@@ -93,13 +90,11 @@ NOT_A_CHAT_COMPLETION = (ValueError, KeyError, IndexError, TypeError)
 
 def body_json(body: str | bytes) -> Any:
     """A recorded body parsed for its strings (messages, content): orjson, or the
-    stdlib's value or error where orjson refuses it. Unlike jsonl.loads it lets
-    orjson read an integer past 64 bits as a float: no string read from a body
-    can change by that, and the guard cost a pass over every body."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
+    stdlib's value or error where orjson refuses it; a NestingError (a ValueError)
+    past MAX_JSON_DEPTH. orjson may read an integer past 64 bits as a float: no
+    string read from a body can change by that, and the guard cost a pass over
+    every body."""
+    return loads(body, exact_integers=False)
 
 
 def chat_content(body: str | bytes) -> tuple[str, str | None]:

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, sha256_file, validate
+from grumem.jsonl import RecordError, sha256_file, stdlib_loads, validate
 
 
 class ExportRefused(GrumemError):
@@ -51,7 +51,7 @@ def read_kappa(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A kappa.json, validated by workflow/schemas/kappa.schema.yaml."""
     with open(path, encoding="utf-8") as f:
         try:
-            record = json.load(f)
+            record = stdlib_loads(f.read())
         except json.JSONDecodeError as e:
             raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg}") from None
     validate(record, "kappa", path)

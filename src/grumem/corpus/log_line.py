@@ -37,21 +37,28 @@ class _Record(msgspec.Struct, frozen=True):
         return default if value is msgspec.UNSET else value
 
 
-class Request(_Record, frozen=True):
-    # the schema lets a request carry other keys; nothing reads them
+# Every value a struct holds is typed and no container of any depth: a line nested
+# deeper than grumem.jsonl.MAX_JSON_DEPTH is refused here before msgspec recurses (as
+# far as Python's recursion limit), and the reference path names it.
+Scalar = str | int | float | bool | None
+
+
+class Request(_Record, frozen=True, forbid_unknown_fields=True):
+    # the schema lets a request carry other keys; a line with one goes the reference way
     body: str
     sha256: str
 
 
-class Response(_Record, frozen=True):
+class Response(_Record, frozen=True, forbid_unknown_fields=True):
     # the schema requires these keys but not their types: recording.py checks them
-    attempt: Any
-    status: Any
-    body: Any
-    sha256: Any
-    latency_s: Any
-    error: Any
-    body_b64: Any = msgspec.UNSET
+    attempt: Scalar
+    status: Scalar
+    body: Scalar
+    sha256: Scalar
+    latency_s: Scalar
+    error: Scalar
+    body_b64: Scalar | msgspec.UnsetType = msgspec.UNSET
+    endpoint: Scalar | msgspec.UnsetType = msgspec.UNSET
 
 
 class Abort(_Record, frozen=True):
@@ -71,7 +78,7 @@ class EarlierAsk(_Record, frozen=True, forbid_unknown_fields=True):
     content: str | None
     finish_reason: str | None
     parsed: bool
-    parse_error: dict[str, Any] | None
+    parse_error: dict[str, Scalar] | None
 
 
 class LogLine(_Record, frozen=True, forbid_unknown_fields=True):
@@ -99,7 +106,7 @@ class LogLine(_Record, frozen=True, forbid_unknown_fields=True):
     exit_gate: bool | None
     candidate: str | None
     think: str | None
-    parse_error: dict[str, Any] | None
+    parse_error: dict[str, Scalar] | None
     response_model: str | None | msgspec.UnsetType = msgspec.UNSET
 
 

@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from grumem.errors import GrumemError
-from grumem.jsonl import atomic_writer, compile_fast, dumps, schema, sha256_bytes
+from grumem.jsonl import (
+    atomic_writer,
+    compile_fast,
+    dumps,
+    schema,
+    sha256_bytes,
+    stdlib_loads,
+)
 from grumem.recording import response_bytes
 
 if TYPE_CHECKING:
@@ -178,7 +185,7 @@ class ResponseCache:
 
 def _check_entry(path: Path, sha: str, raw: bytes) -> list[dict[str, Any]]:
     try:
-        entry = json.loads(raw.decode("utf-8"))
+        entry = stdlib_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CorruptEntry(path, sha, f"not valid JSON ({e})") from None
     if not isinstance(entry, dict):

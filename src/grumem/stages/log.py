@@ -61,7 +61,9 @@ def join_shard(
             session=p["session"],
             sample=p["sample"],
             level=level,
-            model=loads(asks[-1]["request"]["body"])["model"] if asks else model,
+            model=loads(asks[-1]["request"]["body"], responses_path, None, "request.body")["model"]
+            if asks
+            else model,
             # the model the answer names (provenance); None when no answer was recorded
             response_model=asks[-1].get("response_model") if asks else None,
             t=p["t"],

@@ -9,14 +9,13 @@ both files, and each `prompts` job checks its shard's sessions against it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from grumem.chunk_files import expand_chunk_paths
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, read_jsonl_fast
+from grumem.jsonl import RecordError, read_jsonl_fast, stdlib_loads
 
 
 def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict]:
@@ -49,7 +48,7 @@ def _sessions_in(path: str) -> Iterator[tuple[int, str]]:
     with f:
         for lineno, raw in enumerate(f, start=1):
             try:
-                record = json.loads(raw)
+                record = stdlib_loads(raw)
             except ValueError:  # bad JSON or not UTF-8: the prompts job says which
                 continue
             if isinstance(record, dict) and isinstance(record.get("session"), str):

@@ -105,10 +105,11 @@ def tool_call_text(name: str, arguments: Any) -> str:
 
 def tool_call_text_from_json(name: str, arguments: str) -> str:
     """Same, for APIs that carry the input as a JSON string (OpenAI). A string that is
-    not valid JSON (models do emit those) is shown as the model wrote it."""
+    not valid JSON (models do emit those), or nests deeper than grumem reads, is
+    shown as the model wrote it."""
     try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError:
+        parsed = records.stdlib_loads(arguments)
+    except json.JSONDecodeError:  # a NestingError is one
         return f"Tool call {name}: {arguments}"
     return tool_call_text(name, parsed)
 
@@ -172,9 +173,11 @@ def load_json_document(path: str | os.PathLike[str]) -> Any:
         data = f.read()
     try:
         text = data.decode("utf-8")
-        doc = json.loads(text)
+        doc = records.stdlib_loads(text, path, locate=True)
     except UnicodeDecodeError as e:
         raise RecordError(path, None, None, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except records.NestingError:
+        raise
     except json.JSONDecodeError as e:
         raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
     found = records.lone_surrogate(doc)
@@ -210,21 +213,27 @@ class Head:
 
     @cached_property
     def first_line(self) -> Any:
-        """The first line as JSON, or None if it is not JSON."""
+        """The first line as JSON, or None if it is not JSON (a NestingError if it
+        nests deeper than any format's reader would read it)."""
         with open(self.path, "rb") as f:
             raw = f.readline()
         try:
-            return json.loads(raw.decode("utf-8"))
+            return records.stdlib_loads(raw.decode("utf-8"), self.path, 1)
+        except records.NestingError:
+            raise
         except (UnicodeDecodeError, json.JSONDecodeError):
             return None
 
     @cached_property
     def document(self) -> Any:
-        """The whole file as one JSON document, or None if it is not one."""
+        """The whole file as one JSON document, or None if it is not one (a
+        NestingError if it nests deeper than any format's reader would read it)."""
         if not self.text.lstrip().startswith(("{", "[")):
             return None
         try:
             with open(self.path, encoding="utf-8") as f:
-                return json.load(f)
+                return records.stdlib_loads(f.read(), self.path, locate=True)
+        except records.NestingError:
+            raise
         except (UnicodeDecodeError, json.JSONDecodeError):
             return None

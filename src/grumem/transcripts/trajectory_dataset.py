@@ -42,7 +42,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from grumem.jsonl import RecordError
+from grumem.jsonl import NestingError, RecordError, stdlib_loads
 from grumem.transcripts.base import (
     Detection,
     Head,
@@ -73,9 +73,7 @@ def is_parquet(path: str | os.PathLike[str]) -> bool:
 
 def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     if is_parquet(path):
-        import pyarrow.parquet as pq
-
-        names = pq.ParquetFile(path).schema_arrow.names
+        names = _parquet_file(path).schema_arrow.names
         if any(f in names for f in MESSAGES_FIELDS):
             return True
         return NotThisFormat(f"a Parquet file without a {' or '.join(MESSAGES_FIELDS)} column")
@@ -86,7 +84,9 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
         messages = row.get(field)
         if isinstance(messages, str):  # the messages as a JSON string
             try:
-                messages = json.loads(messages)
+                messages = stdlib_loads(messages, path, 1, field)
+            except NestingError:
+                raise
             except json.JSONDecodeError:
                 continue
         if (
@@ -166,7 +166,9 @@ def _session(
 ) -> Session:
     if isinstance(messages, str):
         try:
-            messages = json.loads(messages)
+            messages = stdlib_loads(messages)
+        except NestingError as e:
+            raise _error(path, where, at, field, e.why) from None
         except json.JSONDecodeError as e:
             raise _error(path, where, at, field, f"a string that is not JSON: {e.msg}") from None
     if not isinstance(messages, list):
@@ -221,10 +223,20 @@ def _pick(names: list[str], wanted: str | None, path: str) -> str:
     raise RecordError(path, None, MESSAGES_FIELDS[0], why)
 
 
-def _parquet_rows(path: str, messages_field: str | None, id_field: str | None):
+def _parquet_file(path: str | os.PathLike[str]) -> Any:
+    """The Parquet file opened; what pyarrow refuses (a schema nested deeper than its
+    limit of 100 nodes, a damaged footer) is a RecordError naming the file."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(path)
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as e:
+        raise RecordError(path, None, None, f"cannot be read as Parquet: {e}") from None
+
+
+def _parquet_rows(path: str, messages_field: str | None, id_field: str | None):
+    pf = _parquet_file(path)
     names = pf.schema_arrow.names
     field = _pick(names, messages_field, path)
     if id_field is not None and id_field not in names:
@@ -233,7 +245,7 @@ def _parquet_rows(path: str, messages_field: str | None, id_field: str | None):
 
     def rows() -> Iterator[tuple[int, str, Any, Any]]:
         n = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        for batch in _parquet_file(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
             for row in batch.to_pylist():
                 yield n, field, _no_nulls(row[field]), row.get(id_field) if id_field else None
                 n += 1
