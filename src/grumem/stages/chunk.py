@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grumem.errors import GrumemError
 from grumem.jsonl import validate, write_json, write_jsonl
-from grumem.packing import chunk_session
+from grumem.packing import plan_session
 from grumem.transcripts import read_transcript
 from grumem.units import unit_names
 
@@ -66,11 +66,13 @@ def main(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 continue
-            result = chunk_session(s.id, s.records, args.budget)
-            write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
+            # chunks are made as they are written: a long record's parts are never all
+            # held beside it
+            result = plan_session(s.id, s.records, args.budget)
+            write_jsonl(out / f"{s.id}.jsonl", result.chunks(), "chunk")
             chunk_files.append(str(out / f"{s.id}.jsonl"))
             print(
-                f"  {s.id}: records {result.records}, chunks {len(result.chunks)}, "
+                f"  {s.id}: records {result.records}, chunks {len(result.bounds)}, "
                 f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
                 f"parts split {result.split_records}"
                 + (f" (into {result.parts} parts)" if result.split_records else "")
