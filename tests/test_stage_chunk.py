@@ -266,20 +266,20 @@ _PEAK_RSS = (
 )
 
 
-def log_like_text(chars: int, seed: int = 25) -> str:
+def log_like_text(chars: int, long_line: int = 0, seed: int = 25) -> str:
     """Lines of logs, code and tracebacks, the same for a seed, about `chars` long; a
-    line in ten holds non-ASCII text (so a Python str of two bytes a character), and one
-    line in the middle is LONG_LINE_CHARS of compact JSON."""
+    line in ten holds non-ASCII text (so a Python str of two bytes a character), and
+    the line in the middle is `long_line` characters of compact JSON, if not 0."""
     rng = random.Random(seed)
     lines: list[str] = []
     n = i = 0
-    long_at = chars // 2
+    long_at = chars // 2 if long_line else chars * 2
     while n < chars:
         w = rng.choice(_WORDS)
         kind = rng.randrange(10)
         if n >= long_at:
-            line = json.dumps({f"{w}{k}": k * 7919 % 1000 for k in range(LONG_LINE_CHARS // 10)})
-            line, long_at = line[:LONG_LINE_CHARS], chars * 2
+            line = json.dumps({f"{w}{k}": k * 7919 % 1000 for k in range(long_line // 10)})
+            line, long_at = line[:long_line], chars * 2
         elif kind < 4:
             line = (
                 f"2025-03-{1 + i % 28:02d}T12:{i % 60:02d}:{i * 7 % 60:02d}.{i % 1000:03d}Z "
@@ -310,10 +310,13 @@ def log_like_text(chars: int, seed: int = 25) -> str:
 def write_transcript(path: Path, fmt: str, message: str) -> None:
     """A question, the message (a tool's output), an answer."""
     if fmt == "records":
-        rows = [("user", "Why does the job time out?"), ("tool_result", message), ("assistant", "")]
+        rows = [
+            {"role": "user", "text": "Why does the job time out?"},
+            {"role": "tool_result", "text": message},
+            {"role": "assistant", "text": "A retry storm."},
+        ]
         with path.open("w", encoding="utf-8") as f:
-            for role, text in rows:
-                f.write(json.dumps({"role": role, "text": text or "A retry storm."}) + "\n")
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     else:  # openai: one JSON document, on one line as most writers leave it
         doc = [
             {"role": "user", "content": "Why does the job time out?"},
@@ -346,7 +349,7 @@ def test_a_40_mb_message_is_chunked_in_four_times_the_file_and_split_losslessly(
     chunk_peak_rss(tiny, tmp_path / "warm-up")  # the start-up cache, as a job finds it
     constant = chunk_peak_rss(tiny, tmp_path / "tiny")["peak"]
 
-    message = log_like_text(MESSAGE_CHARS)
+    message = log_like_text(MESSAGE_CHARS, LONG_LINE_CHARS)
     big = tmp_path / f"big{suffix}"
     write_transcript(big, fmt, message)
     size = big.stat().st_size
