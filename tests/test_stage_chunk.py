@@ -388,3 +388,40 @@ def test_a_40_mb_message_is_chunked_in_four_times_the_file_and_split_losslessly(
             assert long_start < end < long_end
             inside += 1
     assert inside >= LONG_LINE_CHARS // (5000 * 4)
+
+
+# the Python heap's peak (tracemalloc: the same figure run after run, unlike RSS, which
+# keeps what the allocator does not return) of `grumem chunk` with the given arguments
+_TRACED_PEAK = (
+    "import sys, tracemalloc\n"
+    "tracemalloc.start()\n"
+    "from grumem.cli import main\n"
+    "assert main(sys.argv[1:]) == 0\n"
+    "print(tracemalloc.get_traced_memory()[1])\n"
+)
+
+
+@pytest.mark.slow
+def test_a_shard_s_job_lets_go_of_a_transcript_before_it_reads_the_next(tmp_path: Path) -> None:
+    """The workflow's chunk job reads a shard's transcripts one after the other: the
+    heap's peak over two files is one file's, not one file's plus the text of the
+    other (held by its sessions while the next was read). A tiny file first loads the
+    encoder, which a job's first file is read without."""
+    message = log_like_text(2_000_000)
+    tiny, a, b = (tmp_path / f"{name}.jsonl" for name in ("tiny", "a", "b"))
+    write_transcript(tiny, "records", "a line\n")
+    for f in (a, b):
+        write_transcript(f, "records", message)
+
+    def peak(*transcripts: Path) -> int:
+        out = tmp_path / f"out-{len(transcripts)}"
+        args = ["chunk", "--out", str(out), *map(str, transcripts)]
+        r = subprocess.run(
+            [sys.executable, "-c", _TRACED_PEAK, *args], capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout)
+
+    one, two = peak(tiny, a), peak(tiny, a, b)
+    held = sys.getsizeof(message)
+    assert two - one < held / 2, f"heap peak {one} bytes for one file, {two} for two ({held})"
