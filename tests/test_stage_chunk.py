@@ -5,6 +5,8 @@ one-line error naming file, line and field."""
 from __future__ import annotations
 
 import json
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -246,3 +248,180 @@ def test_cli_empty_transcript_is_an_error_naming_it(tmp_path: Path, fmt: str) ->
     empty.write_text("\n")
     err = one_line_error(run_cli("--format", fmt, "--out", str(tmp_path / "o"), str(empty)))
     assert f"{empty}: empty file: no transcript to chunk" in err
+
+
+# ------------------------------------------------------------------ memory
+
+MESSAGE_CHARS = 40_000_000
+LONG_LINE_CHARS = 300_000  # one line longer than the section budget on its own
+_WORDS = ("request", "handler", "timeout", "retry", "cache", "miss", "token", "shard", "queue")
+
+# runs the command given after it and prints its peak RSS (a fresh process, so no other
+# child of the test process counts) with its exit status and stderr
+_PEAK_RSS = (
+    "import json, resource, subprocess, sys\n"
+    "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024\n"
+    "print(json.dumps({'returncode': r.returncode, 'stderr': r.stderr, 'peak': peak}))\n"
+)
+
+
+def log_like_text(chars: int, long_line: int = 0, seed: int = 25) -> str:
+    """Lines of logs, code and tracebacks, the same for a seed, about `chars` long; a
+    line in ten holds non-ASCII text (so a Python str of two bytes a character), and
+    the line in the middle is `long_line` characters of compact JSON, if not 0."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    n = i = 0
+    long_at = chars // 2 if long_line else chars * 2
+    while n < chars:
+        w = rng.choice(_WORDS)
+        kind = rng.randrange(10)
+        if n >= long_at:
+            line = json.dumps({f"{w}{k}": k * 7919 % 1000 for k in range(long_line // 10)})
+            line, long_at = line[:long_line], chars * 2
+        elif kind < 4:
+            line = (
+                f"2025-03-{1 + i % 28:02d}T12:{i % 60:02d}:{i * 7 % 60:02d}.{i % 1000:03d}Z "
+                f"{rng.choice(['INFO', 'WARN', 'ERROR'])} [{w}-{rng.randrange(64)}] "
+                + " ".join(rng.choice(_WORDS) for _ in range(rng.randrange(3, 12)))
+                + f" id={rng.getrandbits(64):016x} took={rng.random() * 100:.3f}ms"
+            )
+        elif kind < 8:
+            line = "    " * rng.randrange(4) + rng.choice(
+                [
+                    f"def {w}_{i}(self, {rng.choice(_WORDS)}: int = {rng.randrange(100)}) -> None:",
+                    f"if {w} is None and len(self.{rng.choice(_WORDS)}) > {rng.randrange(999)}:",
+                    f"return {{'{w}': {rng.randrange(10**6)}, 'items': [1, 2, 3]}}",
+                    f"# {' '.join(rng.choice(_WORDS) for _ in range(8))}",
+                    "",
+                ]
+            )
+        elif kind < 9:
+            line = f'  File "/srv/app/{w}/{rng.choice(_WORDS)}.py", line {rng.randrange(2000)}'
+        else:
+            line = "résumé → ✓ " + "=" * rng.randrange(80) + " — done"
+        lines.append(line)
+        n += len(line) + 1
+        i += 1
+    return "\n".join(lines) + "\n"
+
+
+def write_transcript(path: Path, fmt: str, message: str) -> None:
+    """A question, the message (a tool's output), an answer."""
+    if fmt == "records":
+        rows = [
+            {"role": "user", "text": "Why does the job time out?"},
+            {"role": "tool_result", "text": message},
+            {"role": "assistant", "text": "A retry storm."},
+        ]
+        with path.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    else:  # openai: one JSON document, on one line as most writers leave it
+        doc = [
+            {"role": "user", "content": "Why does the job time out?"},
+            {"role": "tool", "tool_call_id": "call_1", "content": message},
+            {"role": "assistant", "content": "A retry storm."},
+        ]
+        path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+
+
+def chunk_peak_rss(transcript: Path, out: Path) -> dict:
+    """`grumem chunk` on one file, auto-detecting its format: exit status, stderr, peak RSS."""
+    command = [sys.executable, "-m", "grumem", "chunk", "--out", str(out), str(transcript)]
+    r = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *command], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "suffix"), [("records", ".jsonl"), ("openai", ".json")])
+def test_a_40_mb_message_is_chunked_in_four_times_the_file_and_split_losslessly(
+    tmp_path: Path, fmt: str, suffix: str
+) -> None:
+    """Peak RSS of chunking one file is at most 4x the file plus what a tiny file takes
+    (Python, the imports, tiktoken's encoder): no copy, token list or list of parts of
+    the whole message is held beside it. And its parts put back are the message."""
+    tiny = tmp_path / f"tiny{suffix}"
+    write_transcript(tiny, fmt, log_like_text(2000))
+    chunk_peak_rss(tiny, tmp_path / "warm-up")  # the start-up cache, as a job finds it
+    constant = chunk_peak_rss(tiny, tmp_path / "tiny")["peak"]
+
+    message = log_like_text(MESSAGE_CHARS, LONG_LINE_CHARS)
+    big = tmp_path / f"big{suffix}"
+    write_transcript(big, fmt, message)
+    size = big.stat().st_size
+    run = chunk_peak_rss(big, tmp_path / "big")
+    assert run["returncode"] == 0, run["stderr"]
+    mib = 1 << 20
+    assert run["peak"] <= 4 * size + constant, (
+        f"peak RSS {run['peak'] / mib:.0f} MiB for a {size / mib:.0f} MiB file: more than"
+        f" 4x it plus {constant / mib:.0f} MiB (a tiny file's peak)"
+    )
+
+    stats = re.search(
+        r"chunks (\d+), tokens \d+ \(max (\d+)\), parts split 1 \(into (\d+)", run["stderr"]
+    )
+    assert stats is not None, run["stderr"]
+    assert int(stats[2]) <= 5000  # the default section budget
+    chunks = read_chunk_file(tmp_path / "big" / "big.jsonl")
+    assert len(chunks) == int(stats[1])
+    records = [r for c in chunks for r in c.records]
+    parts = [r for r in records if "part" in r]
+    assert [p["part"] for p in parts] == [{"index": i, "of": len(parts)} for i in range(len(parts))]
+    assert len(parts) == int(stats[3]) > 1000
+    assert "".join(p["text"] for p in parts) == message
+    assert [r["text"] for r in records if "part" not in r] == [
+        "Why does the job time out?",
+        "A retry storm.",
+    ]
+    # cut at line ends, inside a line only in the one line too long to fit alone
+    long_start = message.index('{"')
+    long_end = message.index("\n", long_start) + 1
+    end = 0
+    inside = 0
+    for p in parts[:-1]:
+        end += len(p["text"])
+        if not p["text"].endswith("\n"):
+            assert long_start < end < long_end
+            inside += 1
+    assert inside >= LONG_LINE_CHARS // (5000 * 4)
+
+
+# the Python heap's peak (tracemalloc: the same figure run after run, unlike RSS, which
+# keeps what the allocator does not return) of `grumem chunk` with the given arguments
+_TRACED_PEAK = (
+    "import sys, tracemalloc\n"
+    "tracemalloc.start()\n"
+    "from grumem.cli import main\n"
+    "assert main(sys.argv[1:]) == 0\n"
+    "print(tracemalloc.get_traced_memory()[1])\n"
+)
+
+
+@pytest.mark.slow
+def test_a_shard_s_job_lets_go_of_a_transcript_before_it_reads_the_next(tmp_path: Path) -> None:
+    """The workflow's chunk job reads a shard's transcripts one after the other: the
+    heap's peak over two files is one file's, not one file's plus the text of the
+    other (held by its sessions while the next was read). A tiny file first loads the
+    encoder, which a job's first file is read without."""
+    message = log_like_text(2_000_000)
+    tiny, a, b = (tmp_path / f"{name}.jsonl" for name in ("tiny", "a", "b"))
+    write_transcript(tiny, "records", "a line\n")
+    for f in (a, b):
+        write_transcript(f, "records", message)
+
+    def peak(*transcripts: Path) -> int:
+        out = tmp_path / f"out-{len(transcripts)}"
+        args = ["chunk", "--out", str(out), *map(str, transcripts)]
+        r = subprocess.run(
+            [sys.executable, "-c", _TRACED_PEAK, *args], capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout)
+
+    one, two = peak(tiny, a), peak(tiny, a, b)
+    held = sys.getsizeof(message)
+    assert two - one < held / 2, f"heap peak {one} bytes for one file, {two} for two ({held})"

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grumem.tokens import (
+    MAX_TOKEN_BYTES,
     count_tokens,
+    count_tokens_at_most,
     count_tokens_refilled,
     count_tokens_within,
     encoding,
@@ -148,3 +150,30 @@ def test_count_tokens_within_a_rendered_section_of_the_template() -> None:
             count_tokens(section),
             count_tokens(head + section + tail),
         )
+
+
+@given(
+    st.sampled_from(["", "[ToolResult] ", "[User] "]),
+    st.lists(_TEXTS, max_size=8).map("".join),
+    st.integers(min_value=0, max_value=60),
+    st.integers(min_value=1, max_value=24),
+)
+@settings(max_examples=600, deadline=None)
+def test_count_tokens_at_most_is_the_direct_count_or_over(
+    prefix: str, text: str, limit: int, window: int
+) -> None:
+    """The chunk stage asks whether a record fits without encoding the whole of a long
+    one: a window at a time, cut where the tokens start afresh. The windows' counts add
+    up to the direct count, exactly, and over the limit is None."""
+    n = count_tokens(prefix + text)
+    assert count_tokens_at_most(prefix, text, limit, window) == (n if n <= limit else None)
+
+
+def test_a_text_of_more_characters_than_the_longest_tokens_allow_is_over_uncounted() -> None:
+    """MAX_TOKEN_BYTES bounds every token of the pinned ranks: a text longer than
+    limit * it has more than `limit` tokens, whatever it holds."""
+    assert max(len(b) for b in encoding().token_byte_values()) == MAX_TOKEN_BYTES
+    run = " " * MAX_TOKEN_BYTES  # one token
+    assert count_tokens(run * 10) == 10
+    assert count_tokens_at_most("", run * 10, 10) == 10
+    assert count_tokens_at_most("", run * 10 + " ", 10) is None

@@ -456,3 +456,31 @@ def test_readme_lists_every_format_with_a_valid_config_example() -> None:
     config = yaml.safe_load(example)
     validate_config(config, "README.md")
     assert {p["transcripts"]["format"] for p in config["projects"].values()} == set(FORMATS)
+
+
+@pytest.mark.parametrize("first", ["first_line", "document"])
+def test_detection_parses_a_one_line_document_once(tmp_path: Path, first: str) -> None:
+    """A JSON document written compactly is one line: its first line and its document
+    are one parse, whichever a detector asks for first, or `--format auto` would hold
+    two copies of a large transcript. A document over lines has its own first line."""
+    from grumem.transcripts.base import Head
+
+    doc = json.loads(OPENAI.read_text(encoding="utf-8"))
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(doc), encoding="utf-8")
+    head = Head(compact)
+    value = getattr(head, first)
+    assert value == doc
+    assert head.first_line is head.document is value
+
+    spread = tmp_path / "spread.json"
+    spread.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    head = Head(spread)
+    assert getattr(head, first) == (doc if first == "document" else None)  # `[` alone
+    assert head.document == doc and head.first_line is None
+
+    scalar = tmp_path / "scalar.json"  # not a document: a first line all the same
+    scalar.write_text('"just text"', encoding="utf-8")
+    head = Head(scalar)
+    assert getattr(head, first) == ("just text" if first == "first_line" else None)
+    assert head.first_line == "just text" and head.document is None

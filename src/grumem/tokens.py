@@ -64,6 +64,38 @@ def count_tokens(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
+# the longest cl100k token, in bytes (the ranks are pinned by RANKS_SHA256; a test
+# checks this against them): a text of more UTF-8 bytes than limit * this, so of more
+# characters, has more than `limit` tokens
+MAX_TOKEN_BYTES = 128
+# characters encoded at a time by count_tokens_at_most: the encoder's token list of a
+# window, not of a whole long text, is what is held
+COUNT_WINDOW = 1 << 16
+
+
+def count_tokens_at_most(
+    prefix: str, text: str, limit: int, window: int = COUNT_WINDOW
+) -> int | None:
+    """count_tokens(prefix + text) if it is at most `limit`, else None.
+
+    Neither the concatenation nor the tokens of a long text are made: a text longer
+    than MAX_TOKEN_BYTES * limit characters is over without counting; another is
+    counted `window` characters at a time, each window ending at a cut (where the
+    tokens start afresh, so the windows' counts add up to the whole's), stopping once
+    over."""
+    if len(prefix) + len(text) > MAX_TOKEN_BYTES * limit:
+        return None
+    total, pos, head = 0, 0, prefix
+    while True:
+        end = _cut_from(text, pos + window)
+        total += count_tokens(head + text[pos:end])
+        if total > limit:
+            return None
+        if end == len(text):
+            return total
+        pos, head = end, ""
+
+
 # two entries a trajectory in flight (its memory, and the slot holding it): room for
 # thousands, or the round robin of a large shard would evict each before its reuse
 @lru_cache(maxsize=16384)
@@ -151,6 +183,17 @@ def _first_cut(text: str) -> int | None:
             return k + 1
         k = text.find("\n", k + 1, len(text) - 1)
     return None
+
+
+def _cut_from(text: str, start: int) -> int:
+    """The first cut i >= start (text[i - 1] a newline, text[i] printable ASCII), or
+    len(text) when there is none."""
+    k = text.find("\n", max(start, 1) - 1, len(text) - 1)
+    while k >= 0:
+        if "!" <= text[k + 1] <= "~":
+            return k + 1
+        k = text.find("\n", k + 1, len(text) - 1)
+    return len(text)
 
 
 def _last_cut(text: str) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grumem.errors import GrumemError
 from grumem.jsonl import validate, write_json, write_jsonl
-from grumem.packing import chunk_session
+from grumem.packing import plan_session
 from grumem.transcripts import read_transcript
 from grumem.units import unit_names
 
@@ -48,38 +48,55 @@ def main(args: argparse.Namespace) -> int:
     written: dict[tuple[Path, str], str] = {}  # (directory, session id) -> its transcript
     manifest: list[dict[str, object]] = []
     for file, out in zip(args.files, dirs, strict=True):
-        out.mkdir(parents=True, exist_ok=True)
-        fmt, sessions = read_transcript(file, args.format, args.drop_thinking, options)
-        print(f"{file}: {fmt}, {len(sessions)} session(s)", file=sys.stderr)
-        chunk_files: list[str] = []
-        for s in sessions:
-            if (out, s.id) in written:
-                raise GrumemError(
-                    f"{file}: session {s.id!r} also comes from {written[out, s.id]};"
-                    " chunk files are named by session: one would overwrite the other"
-                )
-            written[out, s.id] = file
-            skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
-            if not s.records:
-                print(
-                    f"  {s.id}: records 0, no chunk file written; skipped: {skipped}",
-                    file=sys.stderr,
-                )
-                continue
-            result = chunk_session(s.id, s.records, args.budget)
-            write_jsonl(out / f"{s.id}.jsonl", result.chunks, "chunk")
-            chunk_files.append(str(out / f"{s.id}.jsonl"))
-            print(
-                f"  {s.id}: records {result.records}, chunks {len(result.chunks)}, "
-                f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
-                f"parts split {result.split_records}"
-                + (f" (into {result.parts} parts)" if result.split_records else "")
-                + f", skipped: {skipped}",
-                file=sys.stderr,
-            )
+        chunk_files = chunk_file(file, out, args, options, written)
         manifest.append({"transcript": file, "directory": str(out), "chunks": chunk_files})
     if args.manifest is not None:
         document = {"transcripts": manifest}
         validate(document, "chunk-manifest", args.manifest)
         write_json(args.manifest, document)
     return 0
+
+
+def chunk_file(
+    file: str,
+    out: Path,
+    args: argparse.Namespace,
+    options: dict[str, str | None],
+    written: dict[tuple[Path, str], str],
+) -> list[str]:
+    """One transcript's sessions -> their chunk files in `out`; the files written.
+
+    A function of its own so that a file's sessions are gone before the next file is
+    read: a shard's job holds one transcript at a time, not two."""
+    out.mkdir(parents=True, exist_ok=True)
+    fmt, sessions = read_transcript(file, args.format, args.drop_thinking, options)
+    print(f"{file}: {fmt}, {len(sessions)} session(s)", file=sys.stderr)
+    chunk_files: list[str] = []
+    for s in sessions:
+        if (out, s.id) in written:
+            raise GrumemError(
+                f"{file}: session {s.id!r} also comes from {written[out, s.id]};"
+                " chunk files are named by session: one would overwrite the other"
+            )
+        written[out, s.id] = file
+        skipped = ", ".join(f"{k} {n}" for k, n in sorted(s.skipped.items())) or "none"
+        if not s.records:
+            print(
+                f"  {s.id}: records 0, no chunk file written; skipped: {skipped}",
+                file=sys.stderr,
+            )
+            continue
+        # chunks are made as they are written: a long record's parts are never all
+        # held beside it
+        result = plan_session(s.id, s.records, args.budget)
+        write_jsonl(out / f"{s.id}.jsonl", result.chunks(), "chunk")
+        chunk_files.append(str(out / f"{s.id}.jsonl"))
+        print(
+            f"  {s.id}: records {result.records}, chunks {len(result.bounds)}, "
+            f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
+            f"parts split {result.split_records}"
+            + (f" (into {result.parts} parts)" if result.split_records else "")
+            + f", skipped: {skipped}",
+            file=sys.stderr,
+        )
+    return chunk_files

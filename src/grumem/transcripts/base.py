@@ -171,6 +171,9 @@ def load_json_document(path: str | os.PathLike[str]) -> Any:
     """A whole-file JSON document; syntax errors name the line."""
     with records.open_input(path) as f:
         data = f.read()
+    parsed, doc = records.loads_if_orjson(data)
+    if parsed:  # orjson refuses lone surrogates: the checks below would find none
+        return records.shallow(doc, data, path, locate=True)
     try:
         text = data.decode("utf-8")
         doc = records.stdlib_loads(text, path, locate=True)
@@ -211,29 +214,50 @@ class Head:
         with open(path, "rb") as f:
             self.text = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
 
+    # A file of one line (a JSON document written compactly) is its first line: the one
+    # parse serves both, or detection would hold two copies of the document.
+
     @cached_property
     def first_line(self) -> Any:
         """The first line as JSON, or None if it is not JSON (a NestingError if it
         nests deeper than any format's reader would read it)."""
         with open(self.path, "rb") as f:
             raw = f.readline()
-        try:
-            return records.stdlib_loads(raw.decode("utf-8"), self.path, 1)
-        except records.NestingError:
-            raise
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return None
+            one_line = not f.read(1)
+        value = _json_or_none(raw, self.path, 1)
+        if one_line and self._looks_like_a_document:
+            self.__dict__.setdefault("document", value)
+        return value
 
     @cached_property
     def document(self) -> Any:
         """The whole file as one JSON document, or None if it is not one (a
         NestingError if it nests deeper than any format's reader would read it)."""
-        if not self.text.lstrip().startswith(("{", "[")):
+        if not self._looks_like_a_document:
             return None
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                return records.stdlib_loads(f.read(), self.path, locate=True)
-        except records.NestingError:
-            raise
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return None
+        with open(self.path, "rb") as f:
+            data = f.read()
+        value = _json_or_none(data, self.path, locate=True)
+        if data.find(b"\n", 0, len(data) - 1) < 0:  # one line
+            self.__dict__.setdefault("first_line", value)
+        return value
+
+    @property
+    def _looks_like_a_document(self) -> bool:
+        return self.text.lstrip().startswith(("{", "["))
+
+
+def _json_or_none(
+    data: bytes, path: str | os.PathLike[str], line: int | None = None, locate: bool = False
+) -> Any:
+    """`data` as JSON (orjson, else the stdlib's reading), or None if it is not JSON; a
+    NestingError if it nests past MAX_JSON_DEPTH."""
+    parsed, value = records.loads_if_orjson(data)
+    if parsed:
+        return records.shallow(value, data, path, line, locate=locate)
+    try:
+        return records.stdlib_loads(data.decode("utf-8"), path, line, locate=locate)
+    except records.NestingError:
+        raise
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
