@@ -1,7 +1,7 @@
 """grumem: GRU-Mem rollouts over agent transcripts, recorded byte for byte, exported for verl.
 
 Target: `all` (the default): every project's corpus under results/{project}/corpus/,
-and its plots under results/{project}/report/
+and its plots and trajectory viewer under results/{project}/report/
 """
 
 from snakemake.exceptions import WorkflowError
@@ -51,5 +51,5 @@ rule all:
     default_target: True
     input:
         all_corpus_files(),
-        REPORT_PLOTS,
+        REPORT_FILES,
     localrule: True

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -29,6 +27,7 @@ from workflow_helpers import REPO, read_lines, snakemake, write_config
 from grumem.cli import main
 from grumem.jsonl import dumps, sha256_text
 from grumem.report.plots import HEIGHT_IN, WIDTH_IN, BarChart, figure, render_svg
+from grumem.report.viewer import VIEWER
 from grumem.stages.report import (
     LATENCY_EDGES,
     PLOTS,
@@ -39,9 +38,10 @@ from grumem.stages.report import (
     latency_chart,
     write_plots,
 )
+from support.browser import CHROMIUM_FLAGS, browser, chromium
 
 FAKE_DEMO = REPO / "fixtures" / "fake" / "demo.yaml"
-CHROMIUM = Path("/usr/bin/chromium")
+VIEWER_PATH = f"results/demo/report/{VIEWER}"
 
 # ---------------------------------------------------------------- synthetic inputs
 
@@ -288,36 +288,6 @@ def test_cli_writes_the_plots_and_names_a_bad_line(
 # ---------------------------------------------------------------- the report in Chromium
 
 
-def chromium() -> str:
-    """/usr/bin/chromium, installed with apt-get when missing (root only); else skip."""
-    if CHROMIUM.exists():
-        return str(CHROMIUM)
-    if not shutil.which("apt-get") or os.geteuid() != 0:
-        pytest.skip("/usr/bin/chromium is missing and cannot be installed (needs apt-get as root)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-    out = ""
-    for cmd in (install, ["apt-get", "update"], install):
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-        out = proc.stdout[-500:] + proc.stderr[-1500:]
-        if CHROMIUM.exists():
-            return str(CHROMIUM)
-    pytest.skip(f"/usr/bin/chromium is missing and `apt-get install chromium` failed: {out}")
-
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-
-
 def run_chromium(exe: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     profile = tmp / f"profile-{time.monotonic_ns()}"
     cmd = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
@@ -476,7 +446,7 @@ def test_report_renders_the_corpus_plots_in_chromium(tmp_path: Path, fake_server
     work = tmp_path / "work"
     work.mkdir()
     write_config(work, server.base_url)
-    targets = [f"results/demo/report/{name}" for name in PLOTS]
+    targets = [f"results/demo/report/{name}" for name in (*PLOTS, VIEWER)]
     snakemake(work, "all", *targets)
     snakemake(work, "--report", "report.html", "all", *targets)
     report = work / "report.html"
@@ -493,7 +463,7 @@ def test_report_renders_the_corpus_plots_in_chromium(tmp_path: Path, fake_server
     categories = embedded(dom, "categories")
     results = embedded(dom, "results")
     paths = [f"results/demo/report/{name}" for name in PLOTS]
-    assert sorted(categories["Corpus"]["demo"]) == sorted(paths)
+    assert sorted(categories["Corpus"]["demo"]) == sorted([*paths, VIEWER_PATH])
     captions = {
         "r_update_by_t.svg": "r_update per trajectory position t",
         "t_last_evidence.svg": "t_last_evidence per trajectory",
@@ -546,3 +516,31 @@ def test_report_renders_the_corpus_plots_in_chromium(tmp_path: Path, fake_server
         assert seen[path]["size"] == [round(WIDTH_IN * 96), round(HEIGHT_IN * 96)]
         assert captions[Path(path).name] in seen[path]["info"]
         assert seen[path]["png"].stat().st_size > 10_000
+
+    # the trajectory viewer: in the report under Corpus, the file's bytes, small enough
+    # for Chromium to show as the report's data: URL, and working inside the report
+    entry = results[VIEWER_PATH]
+    assert entry["mime_type"] == "text/html"
+    assert "The trajectory viewer of project" in entry["caption"]
+    assert entry["job_properties"]["rule"] == "report_viewer"
+    assert data_uri_bytes(entry["data_uri"]) == (work / VIEWER_PATH).read_bytes()
+    assert len(entry["data_uri"]) < 2 * 1024 * 1024  # Chromium shows no longer data: URL
+    with browser(tmp_path / "viewer") as b:
+        b.page.goto(report.as_uri())
+        b.page.wait_for_function("typeof app !== 'undefined'")
+        b.page.evaluate(
+            f"app.setView({{content: 'html', contentPath: results[{json.dumps(VIEWER_PATH)}]"
+            f".data_uri, resultPath: {json.dumps(VIEWER_PATH)}}})"
+        )
+        frame = b.page.frame_locator("iframe")
+        frame.locator("tr.row").first.wait_for()
+        corpus_lines = read_lines(corpus_path)
+        assert frame.locator("tr.row").count() == len(corpus_lines) == 10
+        first = corpus_lines[0]
+        frame.locator(f"tr.row[data-id='{first['trajectory_id']}'] a.open").click()
+        frame.locator("section.turn").first.wait_for()
+        assert frame.locator("section.turn").count() == len(first["turns"])
+        assert frame.locator(".exit-mark").count() == 1
+        b.page.screenshot(path=str(tmp_path / "report-viewer.png"), full_page=True)
+        # the report's own page warns of its Tailwind build; nothing else is said
+        assert [e for e in b.errors if "cdn.tailwindcss.com should not be" not in e] == []

@@ -66,8 +66,9 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "kappa": "1",
         "export": "1",
         "report_plots": "1",
+        "report_viewer": "1",
         "all": "1",
-        "total": "12",
+        "total": "13",
     }
 
 

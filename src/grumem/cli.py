@@ -317,6 +317,32 @@ def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.stages.report:main")
 
 
+def add_report_viewer(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report-viewer", help="rule `report_viewer`: the trajectory viewer, one HTML page"
+    )
+    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
+    p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
+    p.add_argument("--template", default=None, help="the prompts' template (default gru-mem.txt)")
+    p.add_argument("--project", required=True, help="the project's name, for the page's title")
+    p.add_argument(
+        "--max-trajectories",
+        type=int,
+        default=500,
+        help="show at most this many, a sample stratified by r_exit, r_format and aborted"
+        " (default 500)",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=1_500_000,
+        help="the page's size at most, in bytes (0: no limit; the default, 1500000, is what"
+        " Chromium shows of a Snakemake report's page)",
+    )
+    p.add_argument("--out", required=True, help="the page (HTML)")
+    p.set_defaults(handler="grumem.stages.report_viewer:main")
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_prompt,
     add_prompts,
@@ -335,6 +361,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_calibrate_sample,
     add_calibrate_finalize,
     add_report_plots,
+    add_report_viewer,
 ]
 
 
