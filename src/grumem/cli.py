@@ -307,6 +307,23 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.calibration:main_finalize")
 
 
+def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate-serve", help="label a calibration sample in a browser, one key a pair"
+    )
+    p.add_argument("--sample", required=True, help="the sample; each answer is saved in it")
+    p.add_argument("--annotator", required=True, help="who labels it (not the judge)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="the calibration file the finalize command will name (default: calibration.jsonl"
+        " beside the sample)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    p.set_defaults(handler="grumem.tools.calibrate_serve:main")
+
+
 def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
@@ -360,6 +377,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_labels,
     add_calibrate_sample,
     add_calibrate_finalize,
+    add_calibrate_serve,
     add_report_plots,
     add_report_viewer,
 ]
