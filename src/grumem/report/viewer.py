@@ -292,10 +292,10 @@ def trajectory_view(
     return view, sections
 
 
-def index_row(view: dict[str, Any], element: str) -> dict[str, Any]:
+def index_row(view: dict[str, Any]) -> dict[str, Any]:
+    """What the list shows of a trajectory (and filters on)."""
     turns = view["turns"]
     return {
-        "el": element,
         "id": view["id"],
         "query_id": view["query_id"],
         "session": view["session"],
@@ -389,6 +389,7 @@ def write_viewer(
     wanted = set(planned.order)
     questions: dict[str, str] = {}
     rows: dict[str, dict[str, Any]] = {}
+    keys: dict[str, tuple[str, int, str]] = {}
     needs: dict[str, list[str]] = {}
     not_exported = 0
     out_dir = os.path.dirname(os.path.abspath(out))
@@ -410,9 +411,10 @@ def write_viewer(
                 if "s:" + sha not in spool.where:
                     spool.put("s:" + sha, script_json(text).encode("utf-8"))
             needs[tid] = sorted(sections)
-            rows[tid] = view
+            rows[tid] = index_row(view)  # the record itself is in the spool, not kept
+            keys[tid] = stratum(view)
         shown, sections_shown, size = _fit(planned.order, needs, spool, max_bytes)
-        index = _index(project, planned, shown, rows, questions, not_exported, max_bytes)
+        index = _index(project, planned, shown, rows, keys, questions, not_exported, max_bytes)
         with atomic_writer(out, "wb") as f:
             size = _write_page(f, project, index, shown, sections_shown, spool)
     return ViewerStats(planned.trajectories, not_exported, len(shown), size)
@@ -452,11 +454,12 @@ def _index(
     planned: Plan,
     shown: list[str],
     rows: dict[str, dict[str, Any]],
+    keys: dict[str, tuple[str, int, str]],
     questions: dict[str, str],
     not_exported: int,
     max_bytes: int,
 ) -> dict[str, Any]:
-    shown_counts = Counter(stratum(rows[tid]) for tid in shown)
+    shown_counts = Counter(keys[tid] for tid in shown)
     # listed in the log's order: the order a person finds them in the files
     taken = set(shown)
     listed = [tid for tid in rows if tid in taken]
@@ -471,7 +474,7 @@ def _index(
             for k, n in sorted(planned.counts.items())
         ],
         "questions": questions,
-        "rows": [index_row(rows[tid], f"t{i}") for i, tid in enumerate(listed)],
+        "rows": [{"el": f"t{i}", **rows[tid]} for i, tid in enumerate(listed)],
     }
 
 
