@@ -148,7 +148,12 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         help="chunk files, directories or chunk manifests: t_last_evidence over whole sessions",
     )
     p.add_argument(
-        "--out-dir", required=True, help="writes trajectories.jsonl, turns.parquet, summary.json"
+        "--out-dir",
+        required=True,
+        help="writes trajectories.jsonl, turns.parquet, summary.json, README.md (the card)",
+    )
+    p.add_argument(
+        "--template", default=None, help="the prompts' template: its sha256 goes in the card"
     )
     p.add_argument(
         "--alpha",
