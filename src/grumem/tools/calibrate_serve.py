@@ -25,11 +25,9 @@ No response allows another origin to read it (no CORS headers), and the page
 admits only its own script and style (Content-Security-Policy by hash).
 
 aiohttp rather than Starlette + uvicorn: aiohttp is already a dependency of
-grumem (the LLM client's transport); Starlette and uvicorn come only with the
-`local` extra (llama-cpp-python's server). Measured on this machine, a
-minimal app with the token check, 1,000 sequential GETs over loopback: aiohttp
-1.1-3.1 s, Starlette on uvicorn 0.8-1.5 s; first response after start 0.9-1.1 s
-and 0.7-0.9 s. A person answers a pair in seconds: the difference buys nothing.
+grumem (the LLM client's transport), Starlette and uvicorn come only with the
+`local` extra, and for one person answering a pair every few seconds their
+speed is the same (measured: in the commit that chose it).
 """
 
 from __future__ import annotations
