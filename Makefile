@@ -44,7 +44,7 @@ venv-verl: $(VERL_STAMP)
 run: $(STAMP)
 	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES) all
 
-# The Debian programs the tests run (graphviz's dot), apt-installed when missing.
+# The Debian programs the tests run (graphviz's dot, chromium), apt-installed when missing.
 system:
 	bash scripts/system_packages.sh
 

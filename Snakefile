@@ -1,8 +1,8 @@
 """grumem: GRU-Mem rollouts over agent transcripts, recorded byte for byte, exported for verl.
 
 Targets: `export` (the card's `snakemake export`): every project's corpus under
-results/{project}/corpus/; `all` (the default): the corpus and the plots under
-results/{project}/report/
+results/{project}/corpus/; `all` (the default): the corpus, and the plots and the
+trajectory viewer under results/{project}/report/
 """
 
 from snakemake.exceptions import WorkflowError
@@ -58,5 +58,5 @@ rule all:
     default_target: True
     input:
         rules.export.input,
-        REPORT_PLOTS,
+        REPORT_FILES,
     localrule: True

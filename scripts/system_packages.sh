@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The Debian packages the tests drive as real programs, installed when missing:
-#   graphviz   `dot`, which the README's `snakemake --dag export | dot -Tsvg` pipes into
+#   graphviz   `dot`, which the README's `snakemake --dag dot export | dot -Tsvg` pipes into
+#   chromium   the browser the viewer and calibration page tests drive (Playwright)
 # (The SLURM tests install their cluster themselves: scripts/slurm_cluster.sh install.)
 # As root with apt-get, installs what is missing; otherwise names it and fails.
 set -euo pipefail
 
-PACKAGES=(graphviz)
+PACKAGES=(graphviz chromium)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -173,6 +173,28 @@ def test_installed_grumem_reads_its_own_package_data(installed: Path, elsewhere:
         assert (templates / name).read_bytes() == (REPO_ROOT / "templates" / name).read_bytes()
 
 
+def test_installed_grumem_ships_the_pages_script_and_style(
+    installed: Path, elsewhere: Path
+) -> None:
+    """The viewer's and the calibration page's script and style are package data: an
+    installed grumem writes a viewer page whose script is the checkout's."""
+    code = (
+        "from grumem.report.viewer import asset; from grumem.tools import calibrate_serve as c;"
+        " import grumem.report.viewer as v; print(v.__file__);"
+        " print(len(asset('viewer.js')), len(asset('viewer.css')),"
+        " len(c.asset('calibrate.js')), len(c.asset('calibrate.css')))"
+    )
+    out = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", code],
+        capture_output=True, text=True, cwd=elsewhere, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert Path(out[0]).is_relative_to(installed)
+    sizes = [int(n) for n in out[1].split()]
+    src = REPO_ROOT / "src" / "grumem"
+    files = ("report/viewer.js", "report/viewer.css", "tools/calibrate.js", "tools/calibrate.css")
+    assert sizes == [len((src / f).read_text(encoding="utf-8")) for f in files]
+
+
 @pytest.mark.parametrize(
     ("golden", "args"),
     [

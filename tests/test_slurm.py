@@ -263,8 +263,9 @@ def test_slurm_profile_groups_small_jobs(tmp_path: Path) -> None:
         "kappa": "1",
         "export_project": "1",
         "report_plots": "1",
+        "report_viewer": "1",
         "all": "1",
-        "total": "46",
+        "total": "47",
     }, plan
 
 

@@ -18,6 +18,7 @@ import pytest
 from checkout import FIXTURES_DIR
 
 from grumem.chunk_files import render_records
+from grumem.corpus.card import CARD
 from grumem.errors import GrumemError
 from grumem.jsonl import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
 from grumem.labels import MissingLabelsError
@@ -465,10 +466,12 @@ def test_deterministic_bytes(work: Path) -> None:
     export(inputs(work, out="a"))
     export(inputs(work, out="b"))
     export(inputs(work, out="b"))  # over an existing corpus, too
-    for name in (TRAJECTORIES, TURNS, SUMMARY):
+    for name in (TRAJECTORIES, TURNS, SUMMARY, CARD):
         a, b = (work / "a" / name).read_bytes(), (work / "b" / name).read_bytes()
         assert a == b, name
-    assert sorted(p.name for p in (work / "b").iterdir()) == sorted([TRAJECTORIES, TURNS, SUMMARY])
+    assert sorted(p.name for p in (work / "b").iterdir()) == sorted(
+        [TRAJECTORIES, TURNS, SUMMARY, CARD]
+    )
 
 
 def test_parquet_has_verl_columns(work: Path) -> None:

@@ -66,8 +66,9 @@ def test_dry_run_lists_rules_and_job_counts(tmp_path) -> None:
         "kappa": "1",
         "export_project": "1",
         "report_plots": "1",
+        "report_viewer": "1",
         "all": "1",
-        "total": "12",
+        "total": "13",
     }
     # the card's `snakemake export`: every project's corpus, without the plots
     out = snakemake(tmp_path, "-n", "export").stdout

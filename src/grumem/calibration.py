@@ -9,8 +9,9 @@ about whether the judge finds evidence. The judge's label is not written to
 the sample and the lines are shuffled, so the person labels blind.
 
 `finalize` turns the filled sample into a calibration file (the label
-schema): every `evidence` must be true or false, the chunk text must still
-hash to its `chunk_sha`, and the annotator is named.
+schema): every `evidence` must be true or false, or "skip" (the pair is left
+out), the chunk text must still hash to its `chunk_sha`, and the annotator is
+named.
 """
 
 from __future__ import annotations
@@ -140,22 +141,34 @@ def format_sample_stats(stats: SampleStats, n: int, out: str) -> str:
             f"; not drawn: {stats.skipped_queries} label(s) of queries not in the queries file,"
             f" {stats.skipped_chunks} of chunks not in the chunk files"
         )
-    return text + ". Fill each `evidence` with true or false, then run grumem calibrate-finalize"
+    return text + (
+        ". Label it with grumem calibrate-serve (or set each `evidence` to true or false),"
+        " then run grumem calibrate-finalize"
+    )
+
+
+SKIP = "skip"  # a sample line's `evidence` when the person could not decide
 
 
 def finalize(
     sample_path: str | os.PathLike[str], annotator: str, out: str | os.PathLike[str]
-) -> int:
-    """Write the calibration file from a filled sample; return how many pairs it holds."""
+) -> tuple[int, int]:
+    """Write the calibration file from a filled sample; return how many pairs it holds
+    and how many were skipped (left out)."""
     path = str(sample_path)
     if not annotator.strip():
         raise GrumemError("--annotator: name the person (or team) who labelled the sample")
     labels: dict[tuple[str, str], dict[str, Any]] = {}
     first_line: dict[tuple[str, str], int] = {}
+    skipped = 0
     for line, rec in enumerate(read_jsonl(path, "calibration-sample"), start=1):
         if rec["evidence"] is None:
             raise RecordError(
-                path, line, "evidence", "not filled: set it to true or false, or delete the line"
+                path,
+                line,
+                "evidence",
+                'not filled: set it to true, false or "skip" (grumem calibrate-serve asks'
+                " for the pairs left)",
             )
         actual = sha256_text(rec["chunk"])
         if actual != rec["chunk_sha"]:
@@ -175,6 +188,9 @@ def finalize(
                 f"query {pair[0]!r}, chunk {pair[1][:12]}… is also on line {first_line[pair]}",
             )
         first_line[pair] = line
+        if rec["evidence"] == SKIP:
+            skipped += 1
+            continue
         labels[pair] = {
             "query_id": rec["query_id"],
             "chunk_sha": rec["chunk_sha"],
@@ -182,8 +198,9 @@ def finalize(
             "annotator": annotator,
         }
     if not labels:
-        raise RecordError(path, None, None, "empty sample: nothing to calibrate with")
-    return write_jsonl(out, (labels[p] for p in sorted(labels)), "label")
+        why = f"all {skipped} pairs skipped" if skipped else "empty sample"
+        raise RecordError(path, None, None, f"{why}: nothing to calibrate with")
+    return write_jsonl(out, (labels[p] for p in sorted(labels)), "label"), skipped
 
 
 def main_sample(args: argparse.Namespace) -> int:
@@ -195,6 +212,9 @@ def main_sample(args: argparse.Namespace) -> int:
 
 def main_finalize(args: argparse.Namespace) -> int:
     """`grumem calibrate-finalize`: a filled sample -> the calibration file."""
-    n = finalize(args.sample, args.annotator, args.out)
-    print(f"calibrate-finalize: {n} labelled pairs -> {args.out}", file=sys.stderr)
+    n, skipped = finalize(args.sample, args.annotator, args.out)
+    print(
+        f"calibrate-finalize: {n} labelled pairs ({skipped} skipped) -> {args.out}",
+        file=sys.stderr,
+    )
     return 0

@@ -148,7 +148,12 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         help="chunk files, directories or chunk manifests: t_last_evidence over whole sessions",
     )
     p.add_argument(
-        "--out-dir", required=True, help="writes trajectories.jsonl, turns.parquet, summary.json"
+        "--out-dir",
+        required=True,
+        help="writes trajectories.jsonl, turns.parquet, summary.json, README.md (the card)",
+    )
+    p.add_argument(
+        "--template", default=None, help="the prompts' template: its sha256 goes in the card"
     )
     p.add_argument(
         "--alpha",
@@ -307,6 +312,23 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.calibration:main_finalize")
 
 
+def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate-serve", help="label a calibration sample in a browser, one key a pair"
+    )
+    p.add_argument("--sample", required=True, help="the sample; each answer is saved in it")
+    p.add_argument("--annotator", required=True, help="who labels it (not the judge)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="the calibration file the finalize command will name (default: calibration.jsonl"
+        " beside the sample)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    p.set_defaults(handler="grumem.tools.calibrate_serve:main")
+
+
 def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
@@ -315,6 +337,32 @@ def add_report_plots(sub: argparse._SubParsersAction) -> None:
         "--out-dir", required=True, help="writes the SVG files of grumem.stages.report.PLOTS"
     )
     p.set_defaults(handler="grumem.stages.report:main")
+
+
+def add_report_viewer(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report-viewer", help="rule `report_viewer`: the trajectory viewer, one HTML page"
+    )
+    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
+    p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
+    p.add_argument("--template", default=None, help="the prompts' template (default gru-mem.txt)")
+    p.add_argument("--project", required=True, help="the project's name, for the page's title")
+    p.add_argument(
+        "--max-trajectories",
+        type=int,
+        default=500,
+        help="show at most this many, a sample stratified by r_exit, r_format and aborted"
+        " (default 500)",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=1_500_000,
+        help="the page's size at most, in bytes (0: no limit; the default, 1500000, is what"
+        " Chromium shows of a Snakemake report's page)",
+    )
+    p.add_argument("--out", required=True, help="the page (HTML)")
+    p.set_defaults(handler="grumem.stages.report_viewer:main")
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -334,7 +382,9 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_labels,
     add_calibrate_sample,
     add_calibrate_finalize,
+    add_calibrate_serve,
     add_report_plots,
+    add_report_viewer,
 ]
 
 

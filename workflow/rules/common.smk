@@ -204,7 +204,7 @@ def calibration_file(wildcards):
     return p["calibration"]
 
 
-CORPUS_FILES = ["trajectories.jsonl", "turns.parquet", "summary.json"]
+CORPUS_FILES = ["trajectories.jsonl", "turns.parquet", "summary.json", "README.md"]
 
 
 def all_corpus_files():

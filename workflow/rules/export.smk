@@ -8,6 +8,8 @@ rule export_project:
         # whole sessions: an L2 trajectory that exits before evidence it never
         # read scores as early, not on time
         chunks=project_chunk_inputs,
+        # named in the dataset card (its sha256): the file the prompts were filled from
+        template=TEMPLATE,
     output:
         expand("results/{{project}}/corpus/{file}", file=CORPUS_FILES),
     log:
@@ -28,4 +30,5 @@ rule export_project:
         " --alpha {params.alpha} --return-weight-update {params.weights[r_update]}"
         " --return-weight-exit {params.weights[r_exit]}"
         " --return-weight-format {params.weights[r_format]}"
-        " --chunks {input.chunks:q} --out-dir {params.out_dir} 2> {log}"
+        " --chunks {input.chunks:q} --template {input.template:q}"
+        " --out-dir {params.out_dir} 2> {log}"

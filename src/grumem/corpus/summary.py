@@ -36,12 +36,18 @@ class Summary:
     aborted_without_turns: int = 0
     levels: Counter = field(default_factory=Counter)
     advantages: dict[str, Any] = field(default_factory=dict)  # AdvantageTable.summary
+    # for the dataset card, not summary.json: trajectories per model asked, turns per
+    # model that answered
+    models: Counter = field(default_factory=Counter)
+    response_models: Counter = field(default_factory=Counter)
 
     def add(self, traj: dict[str, Any]) -> None:
         self.trajectories += 1
         self.levels[traj["level"]] += 1
+        self.models[traj["model"]] += 1
         for turn in traj["turns"]:
             self.turns += 1
+            self.response_models[turn["response_model"] or "(not recorded)"] += 1
             self.parsed += turn["parsed"]
             self.reasked_turns += bool(turn["earlier_asks"])
             self.reasks += len(turn["earlier_asks"])

@@ -10,7 +10,8 @@ under the output directory:
   `prompt` as chat messages, `ability`, `reward_model`, `extra_info`, with
   what grumem.verl_reward needs to score a new answer), written in row groups
   as the stream goes;
-- `summary.json`: the counts card 004 asks for, also printed.
+- `summary.json`: the counts card 004 asks for, also printed;
+- `README.md`: the dataset card (grumem.corpus.card).
 
 Every turn carries the paper's advantages (grumem.advantages), normalised
 within the samples of one (project, query, session). Those need not be
@@ -43,8 +44,9 @@ from grumem.advantages import ALPHA, ReturnWeights
 from grumem.chunk_files import iter_sessions
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.calibration_gate import ExportRefused, check_calibration
+from grumem.corpus.card import CARD, card_text
 from grumem.corpus.log_reader import LogReader, group_trajectories
-from grumem.corpus.parquet import ParquetSink
+from grumem.corpus.parquet import PARQUET_SCHEMA, ParquetSink
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import (
     MISSING_SHOWN,
@@ -54,7 +56,7 @@ from grumem.corpus.trajectory import (
     trajectory,
 )
 from grumem.errors import GrumemError
-from grumem.jsonl import atomic_files, validate
+from grumem.jsonl import atomic_files, sha256_file, validate
 from grumem.labels import Labels, MissingLabelsError, load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
@@ -78,6 +80,7 @@ class ExportInputs:
     chunks: tuple[str, ...] = ()
     alpha: float = ALPHA
     return_weights: ReturnWeights = ReturnWeights()
+    template: str | None = None  # the prompts' template, named in the dataset card
 
 
 def export(inputs: ExportInputs) -> dict[str, Any]:
@@ -93,7 +96,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     reader = LogReader(inputs.log)
     summary = Summary(advantages=table.summary)
     # summary.json first: it is renamed last, so its presence means the corpus is complete
-    files = ((SUMMARY, "w"), (TRAJECTORIES, "wb"), (TURNS, "wb"))
+    files = ((SUMMARY, "w"), (CARD, "w"), (TRAJECTORIES, "wb"), (TURNS, "wb"))
     with atomic_files(inputs.out_dir, files) as out:
         sink = ParquetSink(out[TURNS])
         try:
@@ -128,6 +131,12 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
         validate(result, "summary", Path(inputs.out_dir) / SUMMARY)
         out[SUMMARY].write(json.dumps(result, ensure_ascii=False, indent=2))
         out[SUMMARY].write("\n")
+        template = None
+        if inputs.template is not None:
+            template = (os.path.basename(inputs.template), sha256_file(inputs.template))
+        out[CARD].write(
+            card_text(result, PARQUET_SCHEMA, summary.models, summary.response_models, template)
+        )
     return result
 
 
@@ -204,6 +213,7 @@ def main(args: argparse.Namespace) -> int:
             chunks=tuple(args.chunks),
             alpha=args.alpha,
             return_weights=ReturnWeights(args.w_r_update, args.w_r_exit, args.w_r_format),
+            template=args.template,
         )
     )
     print(format_summary(summary), file=sys.stderr)

@@ -10,8 +10,8 @@ Four plots per project, each a file named in PLOTS:
 
 Both inputs are read one line at a time (validated by the compiled schema);
 what is kept grows with the longest trajectory, never with the corpus. The
-SVG is drawn by grumem.svg_chart, so the same inputs always give the same
-bytes.
+SVG is drawn by matplotlib (grumem.report.plots), so the same inputs always
+give the same bytes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grumem.jsonl import RecordError, atomic_writer, read_jsonl_fast
-from grumem.svg_chart import BarChart, Series, render_svg
+from grumem.report.plots import BarChart, Series, render_svg
 
 PLOTS = ("r_update_by_t.svg", "t_last_evidence.svg", "parse_rate_by_t.svg", "latency.svg")
 
@@ -139,10 +139,6 @@ def r_update_chart(c: CorpusTally) -> BarChart:
         y_label="turns",
         categories=tuple(str(t) for t in ts),
         series=(Series("r_update +1", GREEN, pos), Series("r_update -1", RED, neg)),
-        tooltips=(
-            tuple(f"t={t}: turns with r_update +1: {c.positive[t]}" for t in ts),
-            tuple(f"t={t}: turns with r_update -1: {c.negative[t]}" for t in ts),
-        ),
     )
 
 
@@ -151,7 +147,6 @@ def t_last_evidence_chart(c: CorpusTally) -> BarChart:
     none = c.last_evidence[None]
     cats = tuple(str(t) for t in ts) + ("none",)
     values = tuple(float(c.last_evidence[t]) for t in ts) + (float(none),)
-    tips = tuple(f"t_last_evidence={t}: trajectories {c.last_evidence[t]}" for t in ts)
     return BarChart(
         name="t_last_evidence",
         title="t_last_evidence: the last turn holding evidence",
@@ -163,7 +158,6 @@ def t_last_evidence_chart(c: CorpusTally) -> BarChart:
         y_label="trajectories",
         categories=cats,
         series=(Series("trajectories", BLUE, values),),
-        tooltips=(tips + (f"no evidence: trajectories {none}",),),
     )
 
 
@@ -182,9 +176,6 @@ def parse_rate_chart(g: LogTally) -> BarChart:
         y_label="parsed / answered",
         categories=tuple(str(t) for t in ts),
         series=(Series("parse rate", BLUE, rates),),
-        tooltips=(
-            tuple(f"t={t}: parsed {g.parsed[t]} of {g.answered[t]} answered turns" for t in ts),
-        ),
         y_max=1.0,
         value_format="{:.2f}",
     )
@@ -205,12 +196,6 @@ def latency_chart(g: LogTally) -> BarChart:
         y_label="turns",
         categories=tuple(axis for axis, _ in labels),
         series=(Series("turns", GREY, tuple(float(g.latency_bins[i]) for i in bins)),),
-        tooltips=(
-            tuple(
-                f"{full}: turns {g.latency_bins[i]}"
-                for i, (_, full) in zip(bins, labels, strict=True)
-            ),
-        ),
     )
 
 
