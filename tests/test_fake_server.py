@@ -793,10 +793,10 @@ def imported_modules(package: Path) -> dict[str, set[str]]:
 
 def test_the_product_imports_neither_test_support_nor_aiohttp():
     """tests/support is not shipped: a product module importing it would fail in a
-    plain `pip install grumem`. aiohttp is the SDK's transport: only grumem.llm.sdk,
-    which reads bodies through that transport, imports it."""
+    plain `pip install grumem`. aiohttp is the client's transport: only
+    grumem.llm.transport, which sends requests and reads bodies through it, imports it."""
     package = Path(grumem.__file__).parent
-    allowed = {"llm/sdk.py": {"aiohttp"}}
+    allowed = {"llm/transport.py": {"aiohttp"}}
     offenders = {
         module: sorted((names & {"support", "aiohttp"}) - allowed.get(module, set()))
         for module, names in imported_modules(package).items()
