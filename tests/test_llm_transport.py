@@ -324,7 +324,8 @@ def test_a_content_length_over_the_cap_is_refused_unread() -> None:
     assert (raised.read, raised.declared) == (0, HUGE)
     assert f"its Content-Length, {HUGE} bytes, is over the {CAP}-byte cap" in str(raised)
     assert "nothing of it read" in str(raised)
-    assert seconds < 0.9 and written <= 65536
+    # the first piece or two, written before the close reached the server
+    assert seconds < 0.9 and written < 4 * 65536
 
 
 def test_the_cap_of_each_request_is_the_one_set_for_it() -> None:
