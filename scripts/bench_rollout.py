@@ -35,8 +35,9 @@ top functions (what holds the client back when the efficiency is low). The
 client's start-up (importing the SDK, building its client) is reported apart
 from its CPU per turn, and the load average beside it: the cores are shared.
 `--floor` also measures the transport floor: the client CPU per request of
-the SDK's raw post, of the recording client's SDK path (grumem.llm.sdk) and of
-bare aiohttp, POSTing the same bodies to a fake server that answers at once.
+the SDK's raw post over its own aiohttp client, of the recording client's SDK
+path (the same post over grumem.llm.transport) and of bare aiohttp, POSTing
+the same bodies to a fake server that answers at once.
 """
 
 from __future__ import annotations
@@ -397,34 +398,31 @@ def transport_floor(workdir: Path, bodies: list[bytes], concurrency: int) -> dic
     """Client CPU (ms) per request of three ways to POST the same bodies to the same
     fake server, which answers at once: the SDK's raw post (AsyncOpenAI over
     DefaultAioHttpClient, `post(cast_to=httpx2.Response)`), the recording client's
-    SDK path (grumem.llm.sdk: the prebuilt request, the whole-body transport), and
-    bare aiohttp. Only the HTTP exchange: no cache, no records, no parsing."""
+    SDK path (the same post over grumem.llm.transport, its body cap set), and bare
+    aiohttp. Only the HTTP exchange: no cache, no records, no parsing."""
     import aiohttp
     import httpx2
     import openai
 
-    from grumem.llm.sdk import PrebuiltRequestOpenAI, WholeBodyTransport
+    from grumem.llm.transport import RESPONSE_CAP, response_cap, sdk_client
 
     reply = "<think>x</think>\n<check>no</check>\n<update>m</update>\n<next>continue</next>"
     server = start_fake_server({"model": MODEL, "default": {"content": reply}}, workdir)
     url = server.base_url + "/chat/completions"
     headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-no-key"}
 
-    def sdk(cls: type, **extra: Any) -> Any:
+    def sdk() -> Any:
         limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        transport = {"transport": WholeBodyTransport(limits=limits)} if extra else {}
-        http = openai.DefaultAioHttpClient(limits=limits, timeout=600, **transport)
-        return cls(
-            base_url=server.base_url, api_key="sk-no-key", max_retries=0, http_client=http, **extra
+        http = openai.DefaultAioHttpClient(limits=limits, timeout=600)
+        return openai.AsyncOpenAI(
+            base_url=server.base_url, api_key="sk-no-key", max_retries=0, http_client=http
         )
 
     async def run(way: str) -> float:
         sem = asyncio.Semaphore(concurrency)
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
         client = (
-            sdk(openai.AsyncOpenAI)
-            if way == "sdk"
-            else sdk(PrebuiltRequestOpenAI, path="/chat/completions")
+            sdk() if way == "sdk" else sdk_client(server.base_url, "sk-no-key", 600, concurrency)
         )
 
         async def one(body: bytes) -> int:
@@ -435,7 +433,16 @@ def transport_floor(workdir: Path, bodies: list[bytes], concurrency: int) -> dic
                     )
                     return r.status_code
                 if way == "grumem":
-                    return (await client.post_bytes(body)).status_code
+                    # what the recording client does per request: the cap from the
+                    # parsed body (it parses it to check it anyway), then the post
+                    token = RESPONSE_CAP.set(response_cap(json.loads(body)))
+                    try:
+                        r = await client.post(
+                            "/chat/completions", cast_to=httpx2.Response, content=body
+                        )
+                    finally:
+                        RESPONSE_CAP.reset(token)
+                    return r.status_code
                 async with session.post(url, data=body, headers=headers) as r:
                     await r.read()
                     return r.status
@@ -602,8 +609,8 @@ def main(argv: list[str] | None = None) -> int:
             ms = transport_floor(workdir, bodies, case.concurrency)
             print(
                 f"transport floor ({len(bodies)} requests, {case.concurrency} in flight, answered "
-                f"at once; client CPU per request): SDK post {ms['sdk']:.3f} ms, grumem.llm.sdk "
-                f"{ms['grumem']:.3f} ms, bare aiohttp {ms['aiohttp']:.3f} ms"
+                f"at once; client CPU per request): SDK post {ms['sdk']:.3f} ms, "
+                f"grumem.llm.transport {ms['grumem']:.3f} ms, bare aiohttp {ms['aiohttp']:.3f} ms"
             )
         figures = {"client_ms_per_turn": per_turn, "efficiency": free.seconds / live.seconds}
         if not args.no_workflow:

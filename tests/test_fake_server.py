@@ -227,6 +227,7 @@ def test_stats_count_by_sha_and_reset(module_fake_server):
         "by_sha": {sha256_bytes(b1): 2, sha256_bytes(b2): 1},
         "faults": {},
         "in_flight_max": 1,
+        "streamed_bytes": 0,
     }
     server.reset()
     assert server.stats() == {
@@ -235,6 +236,7 @@ def test_stats_count_by_sha_and_reset(module_fake_server):
         "by_sha": {},
         "faults": {},
         "in_flight_max": 0,
+        "streamed_bytes": 0,
     }
 
 
@@ -299,7 +301,7 @@ def test_each_fault_kind_as_seen_by_a_client(module_fake_server):
         if kind in ("429", "500", "503"):
             assert resp.status == int(kind)
             assert "error" in json.loads(resp.read())
-            if kind == "429":
+            if kind in ("429", "503"):
                 assert resp.getheader("Retry-After") == "7"
         elif kind == "reset":
             # the status line and headers arrive, then the connection drops mid-body
@@ -552,8 +554,19 @@ NO_MATCH = "the default rule has no `match` or `seed`: it answers whatever no re
         (
             {"shapes": [{"kind": "teapot"}]},
             "shapes[0].kind",
-            "'teapot' is not one of "
-            "['empty_choices', 'null_content', 'sse', 'echo_authorization', 'not_found']",
+            "'teapot' is not one of ['empty_choices', 'null_content', 'sse', "
+            "'echo_authorization', 'not_found', 'huge_body']",
+        ),
+        ({"shapes": [{"kind": "huge_body"}]}, "shapes[0].bytes", "is required"),
+        (
+            {"shapes": [{"kind": "huge_body", "bytes": 10}]},
+            "shapes[0].bytes",
+            "10 is less than the minimum of 1024",
+        ),
+        (
+            {"shapes": [{"kind": "sse", "bytes": 2048}]},
+            "shapes[0]",
+            "bytes, piece_bytes, piece_delay_s and content_length belong to a huge_body shape",
         ),
         (
             {"shapes": [{"kind": "sse", "match": "("}]},
@@ -723,6 +736,44 @@ def test_misbehaving_shapes_as_seen_on_the_wire(module_fake_server):
     }
 
 
+@pytest.mark.parametrize("announced", [True, False], ids=["content-length", "chunked"])
+def test_a_huge_body_is_a_completion_of_that_size_streamed(module_fake_server, announced):
+    """huge_body: a 200 completion of exactly `bytes` bytes (its content padded), with
+    a Content-Length or chunked; a client that hangs up ends it, stats count what was
+    written."""
+    server = module_fake_server.use(
+        {
+            "model": "m",
+            "default": {"content": "hi"},
+            "shapes": [
+                {"kind": "huge_body", "match": "^huge$", "bytes": 3_000_000,
+                 "piece_bytes": 4096, "content_length": announced},
+            ],
+        }
+    )  # fmt: skip
+    status, headers, body = post(server, chat("huge"))
+    assert status == 200 and len(body) == 3_000_000
+    assert (headers.get("Content-Length") == "3000000") is announced
+    assert (headers.get("Transfer-Encoding") == "chunked") is not announced
+    data = json.loads(body)
+    assert data["model"] == "m" and set(data["choices"][0]["message"]["content"]) == {"x"}
+    assert server.stats()["streamed_bytes"] == 3_000_000
+    assert content_of(post(server, chat("fine"))[2]) == "hi"
+    # a client that reads the headers and hangs up: the server stops writing
+    server.use(
+        {"default": {"content": "hi"}, "shapes": [{"kind": "huge_body", "bytes": 500_000_000}]}
+    )
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("POST", "/v1/chat/completions", body=chat("any"))
+    assert conn.getresponse().status == 200
+    conn.close()
+    time.sleep(0.5)
+    streamed = server.stats()["streamed_bytes"]
+    time.sleep(0.5)
+    assert server.stats()["streamed_bytes"] == streamed < 50_000_000
+    assert server.stats()["faults"] == {"huge_body": 1}
+
+
 # ------------------------------------------------------------------ boundary
 
 
@@ -742,10 +793,10 @@ def imported_modules(package: Path) -> dict[str, set[str]]:
 
 def test_the_product_imports_neither_test_support_nor_aiohttp():
     """tests/support is not shipped: a product module importing it would fail in a
-    plain `pip install grumem`. aiohttp is the SDK's transport: only grumem.llm.sdk,
-    which reads bodies through that transport, imports it."""
+    plain `pip install grumem`. aiohttp is the client's transport: only
+    grumem.llm.transport, which sends requests and reads bodies through it, imports it."""
     package = Path(grumem.__file__).parent
-    allowed = {"llm/sdk.py": {"aiohttp"}}
+    allowed = {"llm/transport.py": {"aiohttp"}}
     offenders = {
         module: sorted((names & {"support", "aiohttp"}) - allowed.get(module, set()))
         for module, names in imported_modules(package).items()

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -711,3 +712,113 @@ def test_the_answering_model_is_recorded_and_a_mismatch_refused(module_fake_serv
     server.use({"model": MODEL, "default": {"content": REPLY}})
     (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path / "same"), [body]))
     assert ex.ok and ex.response_model == MODEL
+
+
+# ------------------------------------------- a server asking for more than this client takes
+
+DOWN = "server asked to retry after 86400 s, more than the 300 s this client waits: treated as down"
+
+
+@pytest.mark.parametrize("status", ["429", "503"])
+def test_a_retry_after_beyond_the_cap_fails_at_once_naming_it(module_fake_server, tmp_path, status):
+    """Retry-After: 86400 (a day): the request neither waits nor tries again there;
+    its one attempt's error gives the header's value."""
+    server = module_fake_server.use(
+        {
+            "model": MODEL,
+            "default": {"content": REPLY},
+            "faults": {"rate": 1.0, "kinds": [status], "retry_after": 86400},
+        }
+    )
+    t0 = time.monotonic()
+    exchanges = asyncio.run(run_all(make_client(server.base_url, tmp_path), [body_for(1)]))
+    assert time.monotonic() - t0 < 5
+    (ex,) = exchanges
+    assert not ex.ok and [a["status"] for a in ex.attempts] == [int(status)]
+    assert ex.response["error"].startswith(f"HTTP {status}: ")
+    assert ex.response["error"].endswith(DOWN)
+    assert DOWN in ex.failure("t1")
+    assert server.stats()["requests"] == 1
+    assert not list(ResponseCache(tmp_path).shas())
+
+
+def test_a_retry_after_is_read_unclamped_and_a_date_beyond_the_cap_named():
+    """The header's seconds as they are (the client compares them with the cap); an
+    HTTP date a day ahead is named as the date and its seconds."""
+    from email.utils import format_datetime
+
+    from grumem.llm.client import down_for
+
+    assert retry_after_seconds("300") == 300.0
+    assert retry_after_seconds("86400") == 86400.0
+    when = format_datetime(datetime.now(UTC) + timedelta(days=1), usegmt=True)
+    seconds = retry_after_seconds(when)
+    assert seconds is not None and 86000 < seconds <= 86400
+    text = down_for(when, seconds)
+    assert text.startswith(f"server asked to retry at {when} (in 86")
+    assert text.endswith(" s), more than the 300 s this client waits: treated as down")
+
+
+# ------------------------------------------------------------ a body larger than its cap
+
+
+def huge_body_script(size: int, **shape) -> dict:
+    return {
+        "model": MODEL,
+        "default": {"content": REPLY},
+        "shapes": [{"kind": "huge_body", "match": "huge", "bytes": size, **shape}],
+    }
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["content-length", "chunked"])
+def test_a_body_over_its_cap_is_a_failed_attempt_retried_and_never_cached(
+    module_fake_server, tmp_path, announced
+):
+    """A 200 of 40 MB (a valid completion if read whole): each attempt fails with the
+    cap and what was read in its error, no body recorded; retried, never cached."""
+    from grumem.llm.transport import response_cap
+
+    size = 40_000_000
+    server = module_fake_server.use(huge_body_script(size, content_length=announced))
+    body = body_for(1, "huge")
+    cap = response_cap(json.loads(body))
+    (ex,) = asyncio.run(run_all(make_client(server.base_url, tmp_path, retries=2), [body]))
+    assert not ex.ok and [a["status"] for a in ex.attempts] == [200, 200, 200]
+    for a in ex.attempts:
+        assert (a["body"], a["sha256"]) == (None, None)
+        assert a["error"].startswith("HTTP 200: response body too large: ")
+        assert f"the {cap}-byte cap for this request" in a["error"]
+        if announced:
+            assert f"its Content-Length, {size} bytes, is over" in a["error"]
+        else:
+            read = int(a["error"].split(": ")[2].split(" bytes read")[0])
+            assert cap < read <= cap + 65536
+    assert "response body too large" in ex.failure()
+    assert not list(ResponseCache(tmp_path).shas())
+    # the server stopped once the client hung up (what the sockets' buffers took aside)
+    assert server.stats()["streamed_bytes"] < 3 * size // 4
+    # an ordinary answer of the same server is still taken
+    (ok,) = asyncio.run(run_all(make_client(server.base_url, tmp_path), [body_for(2)]))
+    assert ok.ok
+
+
+def test_the_cap_follows_each_requests_max_tokens(module_fake_server, tmp_path):
+    """One body of 200 kB: over the cap of a request for 8 tokens, within that of a
+    request for 512 (which takes it as its answer); both from one client at once."""
+    from grumem.llm.transport import response_cap
+
+    server = module_fake_server.use(huge_body_script(200_000))
+
+    def body(max_tokens: int) -> str:
+        return build_body(
+            MODEL, [{"role": "user", "content": "huge"}], {**PARAMS, "max_tokens": max_tokens}
+        )
+
+    small, large = body(8), body(512)
+    assert response_cap(json.loads(small)) < 200_000 < response_cap(json.loads(large))
+    exchanges = asyncio.run(
+        run_all(make_client(server.base_url, tmp_path, retries=0), [small, large])
+    )
+    assert [ex.ok for ex in exchanges] == [False, True]
+    assert "response body too large" in exchanges[0].response["error"]
+    assert len(exchanges[1].response["body"].encode()) == 200_000

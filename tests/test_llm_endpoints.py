@@ -232,6 +232,43 @@ def test_an_http_error_or_a_timeout_takes_no_endpoint_out(
     assert "taken out" not in capsys.readouterr().err
 
 
+def test_an_endpoint_asking_for_a_day_is_taken_out_at_once(fake_server, tmp_path, capsys):
+    """429 with Retry-After: 86400 from one of two: that endpoint is down for this run.
+    The request goes on at the other at once, with no retry nor wait there, and so
+    does every later request; the last live endpoint is never taken out."""
+    down = fake_server(
+        script(faults={"rate": 1.0, "kinds": ["429"], "retry_after": 86400}, latency_s=0.02)
+    )
+    good = fake_server(script(latency_s=0.02))
+    client = make_client([down.base_url, good.base_url], tmp_path, concurrency=2, retries=3)
+    t0 = time.monotonic()
+    first, later = run_all(
+        client, [body_for(i, "day") for i in range(10)], [body_for(i, "after") for i in range(6)]
+    )
+    assert time.monotonic() - t0 < 10
+    assert all(ex.ok for ex in first + later)
+    moved = [ex for ex in first if endpoints_of(ex)[0] == down.base_url]
+    assert moved, "no request went to the endpoint that is down first"
+    for ex in moved:
+        assert endpoints_of(ex) == [down.base_url, good.base_url]
+        assert ex.attempts[0]["status"] == 429 and ex.attempts[0]["attempt"] == 1
+        assert ex.attempts[0]["error"].endswith(
+            "server asked to retry after 86400 s, more than the 300 s this client waits: "
+            "treated as down"
+        )
+    assert all(endpoints_of(ex) == [good.base_url] for ex in later)
+    assert down.stats()["requests"] == len(moved)
+    err = capsys.readouterr().err
+    assert err.count(f"llm: endpoint {down.base_url} taken out") == 1, err
+    assert "server asked to retry after 86400 s" in err
+    # alone, the same endpoint fails each request at its first attempt, and stays
+    down.reset()
+    alone = make_client(down.base_url, tmp_path / "alone", retries=3)
+    [failed] = run_all(alone, [body_for(i, "alone") for i in range(3)])
+    assert [len(ex.attempts) for ex in failed] == [1, 1, 1] and not any(ex.ok for ex in failed)
+    assert down.stats()["requests"] == 3 and "taken out" not in capsys.readouterr().err
+
+
 def test_every_endpoint_down_fails_every_request_as_with_one(tmp_path, capsys):
     urls = [refused_url(), refused_url()]
     client = make_client(urls, tmp_path, concurrency=2, retries=1)

@@ -527,12 +527,31 @@ def _generator_version() -> str:
 
 def _generate_code(s: dict[str, Any], formats: dict[str, str]) -> str:
     """Module source defining `validate`: fastjsonschema's compile_to_code, with our type check."""
-    base = fastjsonschema._get_code_generator_class(s)
+    base = _generator_class(s)
     generator_cls = type("StrictIntegers" + base.__name__, (base,), {"generate_type": _strict_type})
     resolver = fastjsonschema.RefResolver.from_schema(s, handlers={}, store={})
     generator = generator_cls(s, resolver=resolver, formats=formats)
     name = resolver.get_scope_name()
     return f"{generator.global_state_code}\n{generator.func_code}\nvalidate = {name}\n"
+
+
+def _generator_class(s: dict[str, Any]) -> type:
+    """fastjsonschema's code generator for the draft `s` declares; its newest (2019-09)
+    for a later one, as fastjsonschema.compile chooses (every schema here is 2020-12)."""
+    from fastjsonschema.draft04 import CodeGeneratorDraft04
+    from fastjsonschema.draft06 import CodeGeneratorDraft06
+    from fastjsonschema.draft07 import CodeGeneratorDraft07
+    from fastjsonschema.draft2019 import CodeGeneratorDraft2019
+
+    version = s.get("$schema", "")
+    for draft, generator in (
+        ("draft-04", CodeGeneratorDraft04),
+        ("draft-06", CodeGeneratorDraft06),
+        ("draft-07", CodeGeneratorDraft07),
+    ):
+        if draft in version:
+            return generator
+    return CodeGeneratorDraft2019
 
 
 def _strict_type(self: Any) -> None:

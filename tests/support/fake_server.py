@@ -16,9 +16,12 @@ fake_script.schema.yaml) decides every answer:
   whose last message its `match` regex finds (every request without one):
   `empty_choices`, `null_content` (200s that are no answer), `sse` (a
   text/event-stream body to a non-streaming request), `echo_authorization`
-  (a 200 completion that echoes the request's Authorization header) and
-  `not_found` (404 "The model … does not exist", OpenAI's error body). A
-  wrong answering model is `model`: the name every completion reports.
+  (a 200 completion that echoes the request's Authorization header),
+  `not_found` (404 "The model … does not exist", OpenAI's error body) and
+  `huge_body` (a 200 completion of `bytes` bytes, streamed piece by piece
+  without being built: stats' `streamed_bytes` counts what was written
+  before the client hung up). A wrong answering model is `model`: the name
+  every completion reports.
 - `capacity`: a processor-sharing model of a real server's generation rate.
 - `latency_s`: a fixed delay per request.
 
@@ -61,7 +64,7 @@ from support.replies import (
     message_text,
     seed_matches,
 )
-from support.script import Script, ScriptError, load_script, parse_script
+from support.script import Script, ScriptError, Shape, load_script, parse_script
 
 # faults after which the client has no usable answer: a `sequence` does not advance
 _LOST_FAULTS = ("429", "500", "503", "reset", "truncated", "non_json")
@@ -90,6 +93,7 @@ class FakeState:
     faults: dict[str, int] = field(default_factory=dict)
     in_flight: int = 0
     in_flight_max: int = 0
+    streamed_bytes: int = 0  # of huge_body answers, as written to the socket
     positions: dict[int, int] = field(default_factory=dict)  # sequence rule -> next item
     sharing: ProcessorSharing | None = None
 
@@ -105,7 +109,7 @@ class FakeState:
         )
 
     def reset(self) -> None:
-        self.requests = self.answered = self.in_flight_max = 0
+        self.requests = self.answered = self.in_flight_max = self.streamed_bytes = 0
         self.by_sha, self.faults, self.positions = {}, {}, {}
 
     def stats(self) -> dict[str, Any]:
@@ -115,6 +119,7 @@ class FakeState:
             "by_sha": self.by_sha,
             "faults": self.faults,
             "in_flight_max": self.in_flight_max,
+            "streamed_bytes": self.streamed_bytes,
         }
 
     def count_fault(self, kind: str) -> None:
@@ -226,7 +231,11 @@ class FakeServer:
                 {"Retry-After": retry_after},
             )
         if fault == "503":
-            return _json(error_body("server overloaded (scripted fault)", "server_error", 503), 503)
+            return _json(
+                error_body("server overloaded (scripted fault)", "server_error", 503),
+                503,
+                {"Retry-After": f"{script.faults.retry_after:g}"},
+            )
         try:
             request_json = json.loads(raw)
             text = last_message_text(request_json)
@@ -244,6 +253,8 @@ class FakeServer:
         shape = next((x for x in script.shapes if x.match is None or x.match.search(text)), None)
         if shape is not None:
             st.count_fault(shape.kind)
+            if shape.kind == "huge_body":
+                return await stream_huge_body(request, shape, sha, script.model, st)
             return shaped_response(shape.kind, request, request_json, sha, script.model, content)
         finish = "stop"
         if fault == "length":
@@ -304,6 +315,43 @@ def shaped_response(
         body = f"data: {dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
         return web.Response(body=body, status=200, content_type="text/event-stream")
     return _json(dumps(data).encode("utf-8"))
+
+
+async def stream_huge_body(
+    request: web.Request, shape: Shape, sha: str, model: str, st: FakeState
+) -> web.StreamResponse:
+    """A 200 completion of `shape.bytes` bytes (its content padded with `x`), written
+    piece by piece from one reused piece: the size costs the server no memory."""
+    mark = "\x00"  # where the padding goes: a character completion_body escapes uniquely
+    head, tail = completion_body(sha, model, mark, 0, 0).split(b"\\u0000")
+    fill = shape.bytes - len(head) - len(tail)
+    if fill < 0:
+        raise ValueError(f"huge_body: {shape.bytes} bytes cannot hold a completion")
+    resp = web.StreamResponse(status=200)
+    resp.content_type, resp.charset = "application/json", "utf-8"
+    if shape.content_length:
+        resp.content_length = shape.bytes
+    else:
+        resp.enable_chunked_encoding()
+    piece = b"x" * min(shape.piece_bytes, max(fill, 1))
+    try:
+        await resp.prepare(request)
+        await _write_counted(resp, head, st)
+        while fill > 0:
+            await _write_counted(resp, piece if fill >= len(piece) else piece[:fill], st)
+            fill -= len(piece)
+            if shape.piece_delay_s:
+                await asyncio.sleep(shape.piece_delay_s)
+        await _write_counted(resp, tail, st)
+        await resp.write_eof()
+    except ConnectionError:  # the client hung up: what it was sent is counted
+        pass
+    return resp
+
+
+async def _write_counted(resp: web.StreamResponse, data: bytes, st: FakeState) -> None:
+    await resp.write(data)
+    st.streamed_bytes += len(data)
 
 
 async def _reset_mid_body(request: web.Request, body: bytes) -> web.StreamResponse:

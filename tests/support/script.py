@@ -24,7 +24,14 @@ from grumem.config import UniqueKeyLoader
 
 SCHEMA_PATH = Path(__file__).with_name("fake_script.schema.yaml")
 FAULT_KINDS = ("429", "500", "503", "hang", "reset", "truncated", "non_json", "length")
-SHAPE_KINDS = ("empty_choices", "null_content", "sse", "echo_authorization", "not_found")
+SHAPE_KINDS = (
+    "empty_choices",
+    "null_content",
+    "sse",
+    "echo_authorization",
+    "not_found",
+    "huge_body",
+)
 
 
 class ScriptError(ValueError):
@@ -74,6 +81,10 @@ class Faults:
 class Shape:
     kind: str
     match: re.Pattern[str] | None  # None: every request
+    bytes: int = 0  # huge_body: the body's size
+    piece_bytes: int = 65536  # huge_body: bytes a write
+    piece_delay_s: float = 0.0  # huge_body: a pause after each piece
+    content_length: bool = True  # huge_body: announced, else chunked
 
 
 @dataclass(frozen=True)
@@ -181,7 +192,7 @@ def parse_script(value: Any, source: str = "<script>") -> Script:
         outage=value.get("outage", Script.outage),
         capacity=None if capacity is None else _capacity(capacity),
         latency_s=float(value.get("latency_s", Script.latency_s)),
-        shapes=tuple(Shape(s["kind"], _regex(s.get("match"))) for s in value.get("shapes", [])),
+        shapes=tuple(_shape(s) for s in value.get("shapes", [])),
     )
 
 
@@ -222,6 +233,17 @@ def _rule(value: Mapping[str, Any], index: int) -> Rule:
             index, match, seed, gate=Gate(re.compile(gate["check_if"]), _regex(gate.get("next_if")))
         )
     return Rule(index, match, seed, judge=Judge(re.compile(value["judge"]["yes_if"])))
+
+
+def _shape(value: Mapping[str, Any]) -> Shape:
+    return Shape(
+        value["kind"],
+        _regex(value.get("match")),
+        value.get("bytes", Shape.bytes),
+        value.get("piece_bytes", Shape.piece_bytes),
+        float(value.get("piece_delay_s", Shape.piece_delay_s)),
+        value.get("content_length", Shape.content_length),
+    )
 
 
 def _faults(value: Mapping[str, Any]) -> Faults:

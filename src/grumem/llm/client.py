@@ -13,6 +13,15 @@
   non-empty `choices[0].message.content` nor `refusal`), with exponential
   backoff and jitter, honouring Retry-After. A non-200 attempt's error names
   the server's own error text ("HTTP 404: The model … does not exist").
+- A Retry-After longer than RETRY_AFTER_CAP says the server is down for this
+  run: the request does not wait, and makes no more attempts there (with
+  several endpoints, that one is taken out and the request starts over at
+  another, as after a connection error; the last live one stays, so there
+  the request fails at once). The attempt's error gives the header's value.
+- A response body larger than its cap (grumem.llm.transport.response_cap,
+  from the request's max_tokens, n and logprobs) is a failed attempt with no
+  body recorded, retried as its status says: the transport reads no further
+  than the cap, and refuses a Content-Length over it unread.
 - The API key is checked at start-up (printable ASCII, no control character:
   a trailing newline would end up quoted in the SDK's header error) and every
   form of it (raw, repr, bytes repr, JSON, URL-encoded) is scrubbed from
@@ -45,7 +54,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
 
 from grumem.config import ENV_VAR_NAME
@@ -60,9 +69,10 @@ NO_KEY = "sk-no-key"  # local servers ignore the key; the SDK insists on one
 RETRY_STATUSES = frozenset({408, 409, 429})
 BACKOFF_FACTOR = 2.0
 BACKOFF_CAP = 30.0
-RETRY_AFTER_CAP = 300.0  # a server asking for longer than this is treated as down
+RETRY_AFTER_CAP = 300.0  # seconds; a server asking for longer is treated as down
 SERVER_ERROR_CHARS = 300  # of a server's error text shown in an attempt's error
 CHAT_PATH = "/chat/completions"
+E = TypeVar("E", bound=BaseException)
 
 
 class LLMError(GrumemError):
@@ -261,7 +271,8 @@ def model_accepted(asked: str, answered: str | None, accept: Iterable[str]) -> b
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    """Retry-After as seconds from now (delta-seconds, or an HTTP date; a past date is 0);
+    None when absent or unreadable."""
     if not value:
         return None
     value = value.strip()
@@ -277,7 +288,21 @@ def retry_after_seconds(value: str | None) -> float | None:
         seconds = (when - datetime.now(UTC)).total_seconds()
     if seconds != seconds:  # NaN
         return None
-    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+    return max(seconds, 0.0)
+
+
+def down_for(value: str, seconds: float) -> str:
+    """The error text of a Retry-After (header `value`, `seconds` from now) beyond the cap."""
+    value = value.strip()
+    try:
+        float(value)
+        asked = f"after {value} s"
+    except ValueError:
+        asked = f"at {value} (in {seconds:.0f} s)"
+    return (
+        f"server asked to retry {asked}, more than the {RETRY_AFTER_CAP:g} s this client "
+        "waits: treated as down"
+    )
 
 
 @dataclass
@@ -287,11 +312,17 @@ class _Outcome:
     error: str | None
     retry_after: float | None = None
     sent: bytes | None = field(default=None, repr=False)
+    too_large: bool = False  # a body over its cap, not read whole (content None)
 
     @property
     def lost(self) -> bool:
         """No HTTP response: the connection was refused, reset or closed (not a timeout)."""
         return self.status is None and (self.error or "").startswith("connection error")
+
+    @property
+    def down(self) -> bool:
+        """The server asked to be retried later than this client waits."""
+        return self.retry_after is not None and self.retry_after > RETRY_AFTER_CAP
 
 
 class LLMClient:
@@ -368,31 +399,10 @@ class LLMClient:
         return cls(base_url or llm.get("base_url"), **kwargs)
 
     def _make_sdk(self, base_url: str, concurrency: int) -> Any:
-        import httpx2
-        import openai
+        from grumem.llm.transport import sdk_client
 
-        from grumem.llm.sdk import PrebuiltRequestOpenAI, WholeBodyTransport
-
-        # The SDK over aiohttp (DefaultAioHttpClient): httpx2's own pool (httpcore2)
-        # scans every pooled connection on each request and each release, O(in
-        # flight) per request: at 1,000 in flight that scan was most of the
-        # client's CPU. aiohttp's connector hands out a free connection in O(1).
-        # One pool per endpoint, as large as its cap: every request in flight has a connection.
-        cap = min(concurrency, self.concurrency)
-        limits = httpx2.Limits(max_connections=cap, max_keepalive_connections=cap)
-        http = openai.DefaultAioHttpClient(
-            limits=limits,
-            timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-            transport=WholeBodyTransport(limits=limits),
-        )
-        return PrebuiltRequestOpenAI(
-            path=CHAT_PATH,
-            base_url=base_url,
-            api_key=self._key,
-            max_retries=0,
-            timeout=self.timeout,
-            http_client=http,
-        )
+        # one pool per endpoint, as large as its cap: every request in flight has a connection
+        return sdk_client(base_url, self._key, self.timeout, min(concurrency, self.concurrency))
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -418,7 +428,8 @@ class LLMClient:
             cached = self.cache.get(sha, set_aside=self.mode == "live")
         except CorruptEntry as e:
             raise e.for_request(label) from None
-        model = _body_model(body, sha, label)
+        data = _body_data(body, sha, label)
+        model = data["model"]
         if cached is not None:
             for attempt in cached:
                 self._refuse_key(attempt["body"] or "", sha, label, attempt["status"], True)
@@ -428,12 +439,15 @@ class LLMClient:
             return Exchange(request, cached[-1], cached, True, True, answered)
         if self.mode == "replay":
             raise ReplayMiss(sha, label)
+        from grumem.llm.transport import response_cap  # the SDK's import, live mode only
+
         wire = body.encode("utf-8")
+        cap = response_cap(data)
         attempts: list[dict[str, Any]] = []
         at: int | None = None  # the endpoint this request keeps to for its retries
         n = 0  # attempts at it
         while True:
-            sent = await self._attempt(wire, at)
+            sent = await self._attempt(wire, at, cap)
             if sent is None:  # `at` was taken out while this request waited to retry there
                 at, n = None, 0
                 continue
@@ -448,7 +462,10 @@ class LLMClient:
                 )
             # before anything is recorded: rewriting recorded bytes is not an option
             self._refuse_key(outcome.content or b"", sha, label, outcome.status)
-            ok, why = is_answer(outcome.status, outcome.content or b"")
+            if outcome.too_large:  # no body to judge; retried as its status says
+                ok, why = False, outcome.error if outcome.status == 200 else None
+            else:
+                ok, why = is_answer(outcome.status, outcome.content or b"")
             url = self._endpoint_url(at)
             attempts.append(_attempt_record(n, outcome, latency, self._scrub(why or ""), url))
             if ok:
@@ -461,6 +478,11 @@ class LLMClient:
                 self.counters.answered += 1
                 return Exchange(request, attempts[-1], attempts, True, False, answered)
             if not _retryable(outcome.status, why):
+                break
+            if outcome.down:  # no wait, no more attempts there
+                if self._take_out(at, attempts, sha, label):
+                    at, n = None, 0
+                    continue
                 break
             if n > self.retries:
                 if outcome.lost and self._take_out(at, attempts, sha, label):
@@ -515,7 +537,9 @@ class LLMClient:
         # "equal jitter": at least half the backoff, so retries never stampede at 0
         return base / 2 + self._rng.uniform(0, base / 2)
 
-    async def _attempt(self, wire: bytes, at: int | None) -> tuple[int, _Outcome, float] | None:
+    async def _attempt(
+        self, wire: bytes, at: int | None, cap: int
+    ) -> tuple[int, _Outcome, float] | None:
         """One HTTP attempt: (its endpoint, outcome, latency), timed once a slot is
         free (the wait for a slot is queueing in this client, not the server's
         latency). At endpoint `at` (a retry), else at the least busy live one;
@@ -530,7 +554,7 @@ class LLMClient:
         c.in_flight_max = max(c.in_flight_max, c.in_flight)
         start = time.monotonic()
         try:
-            return i, await self._send(wire, self._sdks[i]), time.monotonic() - start
+            return i, await self._send(wire, self._sdks[i], cap), time.monotonic() - start
         finally:
             c.in_flight -= 1
             self._pool.release(i)
@@ -541,7 +565,8 @@ class LLMClient:
 
     def _take_out(self, i: int, attempts: list[dict[str, Any]], sha: str, label: str) -> bool:
         """Take endpoint `i` out after a request's retries there ended in a connection
-        error; True when the request can go to another live endpoint."""
+        error, or the server said it is down; True when the request can go to another
+        live endpoint."""
         assert self._pool is not None
         was_live = self._pool.live[i]
         if not self._pool.take_out(i):
@@ -550,35 +575,40 @@ class LLMClient:
             left = sum(self._pool.live)
             print(
                 f"llm: endpoint {self._endpoint_url(i)} taken out: request {sha}{_at(label)} "
-                f"still met a connection error at its attempt {attempts[-1]['attempt']} there "
-                f"({attempts[-1]['error']}); requests go to the {left} other live "
-                "endpoint(s) for the rest of this job",
+                f"met at its attempt {attempts[-1]['attempt']} there: {attempts[-1]['error']}; "
+                f"requests go to the {left} other live endpoint(s) for the rest of this job",
                 file=sys.stderr,
                 flush=True,
             )
         return True
 
-    async def _send(self, wire: bytes, sdk: Any) -> _Outcome:
-        """POST the recorded bytes through the SDK's raw path: no request model to
-        transform and serialise, no response model to build (the body is the record)."""
+    async def _send(self, wire: bytes, sdk: Any, cap: int) -> _Outcome:
+        """POST the recorded bytes through the SDK's raw path (`post` with `content=`,
+        `cast_to=httpx2.Response`): no request model to transform and serialise, no
+        response model to build (the body is the record). `cap`: the body's cap."""
+        import httpx2
         import openai
 
+        from grumem.llm.transport import RESPONSE_CAP, ResponseTooLarge
+
+        token = RESPONSE_CAP.set(cap)
         try:
             async with asyncio.timeout(self.timeout):
-                r = await sdk.post_bytes(wire)
+                r = await sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=wire)
             status = r.status_code
             # a 2xx/3xx other than 200 is no answer either; say so in the record
             error = None if status == 200 else self._scrub(server_error_text(status, r.content))
             return _Outcome(status, r.content, error, None, r.request.content)
         except openai.APIStatusError as e:
             r = e.response
-            return _Outcome(
-                r.status_code,
-                r.content,
-                self._scrub(server_error_text(r.status_code, r.content)),
-                retry_after_seconds(r.headers.get("retry-after")),
-                r.request.content,
-            )
+            error = self._scrub(server_error_text(r.status_code, r.content))
+            header = r.headers.get("retry-after")
+            retry_after = retry_after_seconds(header)
+            if header is not None and retry_after is not None and retry_after > RETRY_AFTER_CAP:
+                error = f"{error}; {self._scrub(down_for(header, retry_after))}"
+            return _Outcome(r.status_code, r.content, error, retry_after, r.request.content)
+        except ResponseTooLarge as e:  # should the SDK let it through unwrapped
+            return self._too_large(e, None)
         except openai.APITimeoutError as e:
             lost = _lost_connection(e)
             if lost is not None:
@@ -592,20 +622,31 @@ class LLMClient:
         except TimeoutError:
             return _Outcome(None, None, f"timeout: no answer within {self.timeout:g} s")
         except openai.APIConnectionError as e:
+            big = _cause(e, ResponseTooLarge)
+            if big is not None:
+                return self._too_large(big, e.request.content)
             return _Outcome(None, None, self._scrub(_connection_error(e)), sent=e.request.content)
+        finally:
+            RESPONSE_CAP.reset(token)
+
+    def _too_large(self, e: Any, sent: bytes | None) -> _Outcome:
+        """The outcome of a body over its cap (a grumem.llm.transport.ResponseTooLarge)."""
+        error = self._scrub(f"HTTP {e.status}: {e}")
+        return _Outcome(e.status, None, error, sent=sent, too_large=True)
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._key_forms)
 
 
-def _body_model(body: str, sha: str, label: str) -> str:
-    """The body's model, once the body is known to be what the SDK would send.
+def _body_data(body: str, sha: str, label: str) -> dict[str, Any]:
+    """The body parsed, once it is known to be in the form build_body writes.
 
-    The record is the request `chat.completions.create(model, messages,
-    extra_body=rest)` puts on the wire (grumem.llm.request); the client POSTs
-    those bytes as they are, so a body in any other form (spaces, escaped
-    non-ASCII, NaN) is refused here, before it is sent, rather than recorded
-    as something the SDK would never have sent."""
+    That form (compact JSON, UTF-8 unescaped, key order kept, no NaN) is what
+    the SDK's `chat.completions.create(model, messages, extra_body=rest)` puts
+    on the wire (tests/test_llm_transport.py sends both to a server and
+    compares); the client POSTs the bytes as they are, so a body in any other
+    form (spaces, escaped non-ASCII, NaN) is refused here, before it is sent,
+    rather than recorded as something the SDK would never have sent."""
     try:
         data = stdlib_loads(body)
     except json.JSONDecodeError as e:
@@ -613,7 +654,6 @@ def _body_model(body: str, sha: str, label: str) -> str:
     if not isinstance(data, dict) or "model" not in data or "messages" not in data:
         raise RequestError(f"request {sha}{_at(label)}: body needs 'model' and 'messages'")
     try:
-        # the SDK's serialisation (openai._utils._json.openapi_dumps)
         wire_form = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError as e:
         raise WireMismatch(f"request {sha}{_at(label)}: the SDK would not send it: {e}") from None
@@ -623,14 +663,15 @@ def _body_model(body: str, sha: str, label: str) -> str:
             f"JSON, UTF-8 unescaped): the SDK would send {len(wire_form.encode())} bytes, the "
             f"record has {len(body.encode())}; build it with grumem.llm.request.build_body"
         )
-    return data["model"]
+    return data
 
 
 def _lost_connection(e: BaseException) -> str | None:
     """The connection error behind an APITimeoutError that was none, else None.
 
-    The SDK's aiohttp transport maps every aiohttp.ClientConnectionError (refused,
-    reset, server disconnected) to httpx2.ConnectTimeout, so the SDK raises
+    The transport (grumem.llm.transport, mapping errors as the SDK's own aiohttp
+    transport does) maps every aiohttp.ClientConnectionError (refused, reset,
+    server disconnected) to httpx2.ConnectTimeout, so the SDK raises
     APITimeoutError for them: the record must still say `connection error`. A
     real timeout is a TimeoutError under the wrappers (aiohttp's are)."""
     cause = _transport_cause(e)
@@ -643,6 +684,18 @@ def _connection_error(e: BaseException) -> str:
     cause = _transport_cause(e) or e.__cause__
     detail = f"{type(cause).__name__}: {cause}" if cause else str(e)
     return f"connection error: {detail}"
+
+
+def _cause(e: BaseException, kind: type[E]) -> E | None:
+    """The first error of type `kind` in the chain under `e` (raised from or during it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, kind):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _transport_cause(e: BaseException) -> BaseException | None:
