@@ -30,7 +30,7 @@ venv: $(STAMP)
 
 # verl in a venv of its own (torch, ray, transformers: ~6 GB, ~8 min the first
 # time, pip's cache makes it fast after), with grumem installed editable so
-# verl can load grumem/verl_reward.py by path. tests/test_verl.py runs in it.
+# verl can load grumem/verl/reward.py by path. tests/test_verl.py runs in it.
 $(VERL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip

@@ -39,10 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from grumem.chunk_files import chunk_sha, render_records
-from grumem.jsonl import dumps, sha256_text
+from grumem.core.template import DEFAULT_TEMPLATE, fill, load_template, memory_text
+from grumem.io.chunk_files import chunk_sha, render_records
+from grumem.io.jsonl import dumps, sha256_text
 from grumem.llm.request import build_body, request_sha
-from grumem.template import DEFAULT_TEMPLATE, fill, load_template, memory_text
 
 TURNS_PER_TRAJECTORY = 20
 SESSIONS = 200

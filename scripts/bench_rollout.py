@@ -64,14 +64,14 @@ from typing import Any
 
 import yaml
 
-from grumem.config import settings_from_json
-from grumem.jsonl import dumps, validate
+from grumem.config.settings import settings_from_json
+from grumem.core.loop import user_message
+from grumem.core.template import Budget, PromptBuilder
+from grumem.io.jsonl import dumps, validate
 from grumem.llm.client import LLMClient
 from grumem.llm.request import build_body, sampling_params
-from grumem.loop import user_message
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, Progress, run_shard
-from grumem.template import Budget, PromptBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 # the fake server and its process harness are test support (tests/support), not the package

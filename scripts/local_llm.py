@@ -23,14 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grumem.chunk_files import read_chunk_file
-from grumem.config import load_queries
-from grumem.gate_parser import ParseError, parse_gate_response
+from grumem.config.settings import load_queries
+from grumem.core.gate_parser import ParseError, parse_gate_response
+from grumem.core.template import PromptBuilder
+from grumem.io.chunk_files import read_chunk_file
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import LocalServer
 from grumem.llm.request import build_body
-from grumem.template import PromptBuilder
 
 # this script runs from the checkout; the package knows only its package data
 FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"

@@ -19,10 +19,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from grumem.chunk_files import iter_sessions
-from grumem.config import load_queries
+from grumem.config.settings import load_queries
 from grumem.errors import GrumemError
-from grumem.jsonl import write_jsonl
+from grumem.io.chunk_files import iter_sessions
+from grumem.io.jsonl import write_jsonl
 
 # this script runs from the checkout; the package knows only its package data
 FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"

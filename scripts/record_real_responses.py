@@ -28,15 +28,15 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grumem.chunk_files import Chunk, read_chunk_file
-from grumem.config import load_queries
-from grumem.gate_parser import ParseError, parse_gate_response
-from grumem.jsonl import write_json
+from grumem.config.settings import load_queries
+from grumem.core.gate_parser import ParseError, parse_gate_response
+from grumem.core.template import PromptBuilder
+from grumem.io.chunk_files import Chunk, read_chunk_file
+from grumem.io.jsonl import write_json
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import MODEL_NAME, LocalServer
 from grumem.llm.request import build_body
-from grumem.template import PromptBuilder
 
 # this script runs from the checkout; the package knows only its package data
 FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures"

@@ -26,7 +26,7 @@ def _temporary_files_under_pytest_basetemp(
     patch = pytest.MonkeyPatch()
     patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
     patch.setattr(tempfile, "tempdir", None)  # gettempdir() re-reads TMPDIR
-    # the compiled-validator cache (grumem.startup_cache) too, not the user's
+    # the compiled-validator cache (grumem.io.startup_cache) too, not the user's
     patch.setenv("GRUMEM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     yield
     patch.undo()

@@ -20,9 +20,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
-from grumem.config import add_settings_arguments
+from grumem.config.settings import add_settings_arguments
 from grumem.errors import GrumemError
-from grumem.progress import stderr_also_to
+from grumem.io.progress import stderr_also_to
 
 
 def add_progress_log(p: argparse.ArgumentParser) -> None:
@@ -193,7 +193,7 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             f"--{name.replace('_', '-')}",
             type=float,
-            help=f"compute_score's {name} (default: grumem.verl_reward's)",
+            help=f"compute_score's {name} (default: grumem.verl.reward's)",
         )
     p.set_defaults(handler="grumem.tools.verl_config:main")
 
@@ -299,7 +299,7 @@ def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
     )
-    p.set_defaults(handler="grumem.calibration:main_sample")
+    p.set_defaults(handler="grumem.core.calibration:main_sample")
 
 
 def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
@@ -309,7 +309,7 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", required=True, help="the sample, every `evidence` true or false")
     p.add_argument("--annotator", required=True, help="who labelled it (not the judge)")
     p.add_argument("--out", required=True, help="the calibration file (label schema)")
-    p.set_defaults(handler="grumem.calibration:main_finalize")
+    p.set_defaults(handler="grumem.core.calibration:main_finalize")
 
 
 def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:
@@ -334,9 +334,9 @@ def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
     p.add_argument(
-        "--out-dir", required=True, help="writes the SVG files of grumem.stages.report.PLOTS"
+        "--out-dir", required=True, help="writes the SVG files of grumem.stages.report_plots.PLOTS"
     )
-    p.set_defaults(handler="grumem.stages.report:main")
+    p.set_defaults(handler="grumem.stages.report_plots:main")
 
 
 def add_report_viewer(sub: argparse._SubParsersAction) -> None:

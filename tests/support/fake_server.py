@@ -50,7 +50,7 @@ from typing import Any
 
 from aiohttp import web
 
-from grumem.tokens import count_tokens
+from grumem.core.tokens import count_tokens
 from support.capacity import ProcessorSharing
 from support.draws import draw_tokens, fault_for
 from support.replies import (

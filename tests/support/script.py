@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from grumem.config import UniqueKeyLoader
+from grumem.config.settings import UniqueKeyLoader
 
 SCHEMA_PATH = Path(__file__).with_name("fake_script.schema.yaml")
 FAULT_KINDS = ("429", "500", "503", "hang", "reset", "truncated", "non_json", "length")

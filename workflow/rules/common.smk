@@ -8,12 +8,12 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grumem.config import check_config_files, split_connection, validate_config
+from grumem.config.settings import check_config_files, split_connection, validate_config
 from grumem.errors import GrumemError
-from grumem.paths import TEMPLATES_DIR
-from grumem.jsonl import RecordError
+from grumem.io.paths import TEMPLATES_DIR
+from grumem.io.jsonl import RecordError
 from grumem.llm.endpoints import total_concurrency
-from grumem.shards import glob_root, project_shards
+from grumem.core.shards import glob_root, project_shards
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -33,7 +33,7 @@ os.environ["PATH"] = os.pathsep.join(
     [str(Path(sys.executable).parent), os.environ["PATH"]]
 )
 
-# The templates the library reads (grumem.paths), not a path under
+# The templates the library reads (grumem.io.paths), not a path under
 # workflow.basedir: that is the directory of the main Snakefile, another
 # workflow's when this one is used as a module.
 TEMPLATE = str(TEMPLATES_DIR / "gru-mem.txt")
@@ -44,7 +44,7 @@ PROJECTS = sorted(config["projects"])
 wildcard_constraints:
     # names cannot hold a path separator or start with a dot: they stay in results/
     project="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    # s000, s001, ... (shard_rule `sorted`) or s + 12 hex digits (`stable`, grumem.shards)
+    # s000, s001, ... (shard_rule `sorted`) or s + 12 hex digits (`stable`, grumem.core.shards)
     shard="s[0-9a-f]+",
 
 
@@ -53,11 +53,11 @@ def project_config(project):
 
 
 # Snakemake calls input functions once per job: a project's files are globbed,
-# sorted and cut into shards once per run (grumem.shards), and every input
+# sorted and cut into shards once per run (grumem.core.shards), and every input
 # function below is a lookup, not a scan of the project.
 @functools.cache
 def project_layout(project):
-    """The project's chunks, units and shards (grumem.shards.ProjectShards)."""
+    """The project's chunks, units and shards (grumem.core.shards.ProjectShards)."""
     p = project_config(project)
     pattern = p["chunks"] if "chunks" in p else p["transcripts"]["glob"]
     files = glob.glob(pattern)
@@ -143,7 +143,7 @@ def settings(*sections):
     )
 
 
-# The llm connection settings (grumem.config.CONNECTION_KEYS: base_url, timeout,
+# The llm connection settings (grumem.config.settings.CONNECTION_KEYS: base_url, timeout,
 # concurrency, retries, ...) as JSON for --connection. Rules pass it as a
 # resource: Snakemake reruns a job when its params, code, input or software
 # change (--rerun-triggers), never when a resource does.

@@ -1,5 +1,5 @@
 from grumem.report.viewer import VIEWER
-from grumem.stages.report import PLOTS
+from grumem.stages.report_plots import PLOTS
 
 # every project's plots and trajectory viewer: part of the `all` target
 REPORT_FILES = expand(

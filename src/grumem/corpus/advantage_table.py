@@ -1,4 +1,4 @@
-"""The corpus's per-turn advantages (grumem.advantages, paper Eq. 12-13), computed
+"""The corpus's per-turn advantages (grumem.core.advantages, paper Eq. 12-13), computed
 between the export's two passes and held until the second has written every turn.
 
 A group (the samples of one project, query and session) need not be contiguous
@@ -7,7 +7,7 @@ in the log, so the first pass keeps a few numbers per trajectory, packed
 table keeps what the advantages are made of, not a value per turn: each
 trajectory's A_traj, and each group's A_turn per (t, r_update), which is the
 same for every sample of the group with that r_update at that t. Â is mixed
-again when a turn is filled, by the same function (grumem.advantages.mix) on
+again when a turn is filled, by the same function (grumem.core.advantages.mix) on
 the same numbers, so it is the value group_advantages computed. Peak memory
 then grows by a few bytes a turn, not ~120 (a 1M-turn export held 116 MiB
 more than a 100k one).
@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Hashable
 from typing import Any
 
-from grumem.advantages import (
+from grumem.core.advantages import (
     NULL_REASONS,
     NullCounts,
     ReturnWeights,

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, sha256_file, stdlib_loads, validate
+from grumem.io.jsonl import RecordError, sha256_file, stdlib_loads, validate
 
 
 class ExportRefused(GrumemError):

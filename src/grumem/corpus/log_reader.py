@@ -1,6 +1,6 @@
 """The turn log as the export reads it: validated lines with their numbers, checked
 across fields, grouped into trajectories; each turn's prompt and response taken
-from its sha-checked recording (grumem.recording), never re-assembled."""
+from its sha-checked recording (grumem.core.recording), never re-assembled."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from grumem.core.recording import body_json, check_request, recorded_content
 from grumem.corpus.log_line import decode_line
-from grumem.jsonl import RecordError, checked, json_line, open_input
-from grumem.recording import body_json, check_request, recorded_content
+from grumem.io.jsonl import RecordError, checked, json_line, open_input
 
 # the fields every line of a trajectory repeats
 TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")

@@ -68,7 +68,7 @@ PARQUET_SCHEMA = pa.schema(
                     ("level", pa.string()),
                     ("model", pa.string()),
                     ("aborted", pa.bool_()),
-                    # what grumem.verl_reward.compute_score needs to score a new answer
+                    # what grumem.verl.reward.compute_score needs to score a new answer
                     ("exit_gates", pa.list_(pa.bool_())),
                     ("other_asks_parsed", pa.bool_()),
                     ("advantage", pa.float64()),

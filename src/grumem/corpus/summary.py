@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from grumem.rewards import (
+from grumem.core.rewards import (
     EXIT_ABORTED,
     EXIT_NO_EVIDENCE,
     EXIT_NO_GATE,

@@ -1,5 +1,5 @@
 """Reward assembly (card 004): one trajectory's log lines and labels -> its corpus
-record (rewards from grumem.rewards, r_outcome null), joined by chunk_sha."""
+record (rewards from grumem.core.rewards, r_outcome null), joined by chunk_sha."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import fastjsonschema
 
+from grumem.core.rewards import TurnGates, score_trajectory
 from grumem.corpus.log_reader import (
     TRAJECTORY_FIELDS,
     LogTrajectory,
@@ -16,9 +17,8 @@ from grumem.corpus.log_reader import (
 )
 from grumem.corpus.trajectory_check import fast_check
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, dumps_bytes_where, fast_validator
-from grumem.labels import Labels
-from grumem.rewards import TurnGates, score_trajectory
+from grumem.io.jsonl import RecordError, dumps_bytes_where, fast_validator
+from grumem.io.labels import Labels
 
 MISSING_SHOWN = 5
 

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 
+from grumem.core.recording import response_bytes
 from grumem.errors import GrumemError
-from grumem.jsonl import (
+from grumem.io.jsonl import (
     atomic_writer,
     compile_fast,
     dumps,
@@ -43,7 +44,6 @@ from grumem.jsonl import (
     sha256_bytes,
     stdlib_loads,
 )
-from grumem.recording import response_bytes
 
 if TYPE_CHECKING:
     import jsonschema

@@ -4,7 +4,7 @@
   recorded before it is sent. After each attempt the bytes the SDK put on
   the wire are compared with it; a difference is an error, never a warning.
 - A response attempt is recorded as the raw body (UTF-8 text; raw bytes
-  that are not UTF-8 also as `body_b64`, see grumem.recording), the sha256
+  that are not UTF-8 also as `body_b64`, see grumem.core.recording), the sha256
   of the raw bytes, HTTP status, attempt number,
   latency and error: the response schema's `attempt`, never a re-serialised
   object. Headers are never recorded (the request's carry the API key).
@@ -57,9 +57,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
 
-from grumem.config import ENV_VAR_NAME
+from grumem.config.settings import ENV_VAR_NAME
 from grumem.errors import GrumemError
-from grumem.jsonl import stdlib_loads
+from grumem.io.jsonl import stdlib_loads
 from grumem.llm.cache import CorruptEntry, ResponseCache
 from grumem.llm.endpoints import EndpointPool, endpoints
 from grumem.llm.request import RequestError, request_sha
@@ -719,8 +719,8 @@ def _attempt_record(
 ) -> dict[str, Any]:
     """The response schema's `attempt`: raw body stored losslessly, sha256 of the raw bytes,
     and the endpoint it was sent to (no part of the request, nor of its cache key)."""
-    from grumem.jsonl import sha256_bytes
-    from grumem.recording import stored_body
+    from grumem.core.recording import stored_body
+    from grumem.io.jsonl import sha256_bytes
 
     content = o.content
     return {

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.config import endpoint_url_problem
+from grumem.config.settings import endpoint_url_problem
 from grumem.errors import GrumemError
 
 

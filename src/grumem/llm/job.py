@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from grumem.jsonl import check_writable
-from grumem.progress import Progress
+from grumem.io.jsonl import check_writable
+from grumem.io.progress import Progress
 
 T = TypeVar("T")
 

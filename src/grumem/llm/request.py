@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from grumem.errors import GrumemError
-from grumem.jsonl import dumps, sha256_text
+from grumem.io.jsonl import dumps, sha256_text
 
 RESERVED = ("model", "messages")
 

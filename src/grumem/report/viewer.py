@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import IO, Any
 
+from grumem.core.template import DEFAULT_TEMPLATE, load_template, memory_text
 from grumem.corpus.log_reader import LogReader, LogTrajectory, group_trajectories
-from grumem.jsonl import RecordError, atomic_writer, read_jsonl_fast
-from grumem.template import DEFAULT_TEMPLATE, load_template, memory_text
+from grumem.io.jsonl import RecordError, atomic_writer, read_jsonl_fast
 
 VIEWER = "viewer.html"
 DEFAULT_MAX_TRAJECTORIES = 500

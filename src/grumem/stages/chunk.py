@@ -2,7 +2,7 @@
 statistics of each file go to stderr, the job's log.
 
 Two layouts: `--out DIR` puts every session of every file in DIR; `--units-under
-ROOT` gives each transcript its own directory ROOT/<unit name> (grumem.units), the
+ROOT` gives each transcript its own directory ROOT/<unit name> (grumem.core.units), the
 layout of the workflow, whose `chunk` job turns a whole shard of transcripts into
 their directories (issue 16: O(shards) jobs, not O(sessions)) and lists what it
 wrote in `--manifest`."""
@@ -14,11 +14,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from grumem.core.packing import plan_session
+from grumem.core.units import unit_names
 from grumem.errors import GrumemError
-from grumem.jsonl import validate, write_json, write_jsonl
-from grumem.packing import plan_session
+from grumem.io.jsonl import validate, write_json, write_jsonl
 from grumem.transcripts import read_transcript
-from grumem.units import unit_names
 
 
 def out_dirs(args: argparse.Namespace) -> list[Path]:

@@ -8,12 +8,12 @@ under the output directory:
   prompt and `r_outcome: null`;
 - `turns.parquet`: one row per turn in verl's RL dataset shape (`data_source`,
   `prompt` as chat messages, `ability`, `reward_model`, `extra_info`, with
-  what grumem.verl_reward needs to score a new answer), written in row groups
+  what grumem.verl.reward needs to score a new answer), written in row groups
   as the stream goes;
 - `summary.json`: the counts card 004 asks for, also printed;
 - `README.md`: the dataset card (grumem.corpus.card).
 
-Every turn carries the paper's advantages (grumem.advantages), normalised
+Every turn carries the paper's advantages (grumem.core.advantages), normalised
 within the samples of one (project, query, session). Those need not be
 adjacent in the log, so the log is read twice: a scoring pass keeps a few
 numbers per trajectory (rewards only, no recording read), then the full pass
@@ -22,7 +22,7 @@ writes the corpus with the advantages filled in.
 Prompts are the recorded request bodies, checked against their sha256 and
 never re-assembled: a template change after the run would otherwise train
 the policy on prompts the model never saw. Responses likewise: each turn's
-text is derived from its sha-checked recorded body (grumem.recording), and a
+text is derived from its sha-checked recorded body (grumem.core.recording), and a
 log whose `content` disagrees with that body is refused. All three files are
 written to temporary names and renamed only when the whole log has been read
 without error; on refusal or error nothing is left in the output directory,
@@ -40,8 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from grumem.advantages import ALPHA, ReturnWeights
-from grumem.chunk_files import iter_sessions
+from grumem.core.advantages import ALPHA, ReturnWeights
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.calibration_gate import ExportRefused, check_calibration
 from grumem.corpus.card import CARD, card_text
@@ -56,8 +55,9 @@ from grumem.corpus.trajectory import (
     trajectory,
 )
 from grumem.errors import GrumemError
-from grumem.jsonl import atomic_files, sha256_file, validate
-from grumem.labels import Labels, MissingLabelsError, load_labels
+from grumem.io.chunk_files import iter_sessions
+from grumem.io.jsonl import atomic_files, sha256_file, validate
+from grumem.io.labels import Labels, MissingLabelsError, load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
 __all__ += ["format_summary", "main"]

@@ -1,7 +1,7 @@
 """Stage `gates`: the strict offline re-parse of a shard's recording.
 
 Checks every recorded exchange (shas, the prompt it came from, the memory
-chain) and re-applies the loop's semantics (grumem.loop) to it.
+chain) and re-applies the loop's semantics (grumem.core.loop) to it.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 from collections.abc import Iterator
 from itertools import groupby
 
-from grumem.jsonl import RecordError, loads, read_jsonl
-from grumem.loop import interpret, memory_after, user_message
-from grumem.recording import check_request, check_response
+from grumem.core.loop import interpret, memory_after, user_message
+from grumem.core.recording import check_request, check_response
+from grumem.io.jsonl import RecordError, loads, read_jsonl
 
 
 def sent_user_message(body: str) -> str:
@@ -86,8 +86,8 @@ def _check_exchange(path, line: int, rec: dict, prompts: dict, memory: str | Non
 
 def main(args: argparse.Namespace) -> int:
     """`grumem gates`: every recorded ask of a shard re-parsed strictly."""
-    from grumem.config import settings_from_args
-    from grumem.jsonl import write_jsonl
+    from grumem.config.settings import settings_from_args
+    from grumem.io.jsonl import write_jsonl
 
     memory_budget = settings_from_args(args)["budget"]["memory"]
     n = write_jsonl(args.out, regate(args.prompts, args.responses, memory_budget), "gate")

@@ -3,7 +3,7 @@
 Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
 that several sessions share (same rendered text, same sha) is one pair per
 query, whichever session it came from. The judge sees the question and the
-chunk rendered exactly as the memory agent sees it (grumem.chunk_files), through
+chunk rendered exactly as the memory agent sees it (grumem.io.chunk_files), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
 Requests go through the same job setup (grumem.llm.job) and recording client
@@ -32,26 +32,33 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.chunk_files import Chunk, iter_sessions
-from grumem.config import (
+from grumem.config.settings import (
     connection_from_json,
     load_config,
     load_queries,
     settings_from_json,
     validate_config,
 )
+from grumem.core.gate_parser import MAX_RAW, ParseError
+from grumem.core.judge_parser import parse_judge_response
+from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
+from grumem.core.template import (
+    Budget,
+    BudgetError,
+    TemplateError,
+    check_budget,
+    fill,
+    load_template,
+)
+from grumem.core.tokens import count_tokens
 from grumem.errors import GrumemError
-from grumem.gate_parser import MAX_RAW, ParseError
-from grumem.jsonl import RecordError, stdlib_loads, write_jsonl
-from grumem.judge_parser import parse_judge_response
+from grumem.io.chunk_files import Chunk, iter_sessions
+from grumem.io.jsonl import RecordError, stdlib_loads, write_jsonl
+from grumem.io.paths import TEMPLATES_DIR
+from grumem.io.progress import Progress
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
-from grumem.paths import TEMPLATES_DIR
-from grumem.progress import Progress
-from grumem.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
-from grumem.template import Budget, BudgetError, TemplateError, check_budget, fill, load_template
-from grumem.tokens import count_tokens
 
 DEFAULT_TEMPLATE = TEMPLATES_DIR / "judge.txt"
 SLOTS = ("prompt", "chunk")
@@ -78,7 +85,7 @@ def load_judge_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
 
 
 def judge_prompt(template: str, question: str, chunk_text: str) -> str:
-    """The judge's user message, slots filled in one pass (grumem.template.fill): a question
+    """The judge's user message, slots filled in one pass (grumem.core.template.fill): a question
     holding `{chunk}` or a chunk holding `{prompt}` stays literal."""
     return fill(template, {"prompt": question, "chunk": chunk_text})
 

@@ -1,5 +1,5 @@
 """Stage `kappa` (M5.2): Cohen's κ of the labels against an independent calibration,
-written to kappa.json, which the export requires (grumem.kappa computes it)."""
+written to kappa.json, which the export requires (grumem.core.kappa computes it)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from grumem.chunk_files import iter_sessions
-from grumem.config import load_queries
+from grumem.config.settings import load_queries
+from grumem.core.kappa import Kappa, KappaError, check_in_project, check_independent, kappa_between
 from grumem.errors import GrumemError
-from grumem.jsonl import read_jsonl_fast, sha256_file, validate, write_json
-from grumem.kappa import Kappa, KappaError, check_in_project, check_independent, kappa_between
-from grumem.labels import load_labels
+from grumem.io.chunk_files import iter_sessions
+from grumem.io.jsonl import read_jsonl_fast, sha256_file, validate, write_json
+from grumem.io.labels import load_labels
 
 
 def main(args: argparse.Namespace) -> int:

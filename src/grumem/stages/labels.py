@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from grumem.jsonl import RecordError, read_jsonl, write_jsonl
+from grumem.io.jsonl import RecordError, read_jsonl, write_jsonl
 from grumem.stages.judge import format_summary, summary
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from grumem.jsonl import RecordError, loads, read_jsonl
+from grumem.io.jsonl import RecordError, loads, read_jsonl
 from grumem.record_types import LogEarlierAsk, LogLine
 
 _GATE_FIELDS = (
@@ -136,9 +136,9 @@ def join(shards: Sequence[tuple[str, str, str]], level: str, model: str) -> Iter
 
 def main(args: argparse.Namespace) -> int:
     """`grumem log`: the shards' prompts, responses and gates joined, one line per turn."""
-    from grumem.config import settings_from_args
+    from grumem.config.settings import settings_from_args
     from grumem.errors import GrumemError
-    from grumem.jsonl import write_jsonl
+    from grumem.io.jsonl import write_jsonl
 
     s = settings_from_args(args)
     if not len(args.prompts) == len(args.responses) == len(args.gates):

@@ -8,11 +8,11 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.chunk_files import iter_sessions
+from grumem.core.template import BudgetError, PromptBuilder
+from grumem.core.tokens import count_tokens
 from grumem.errors import GrumemError
+from grumem.io.chunk_files import iter_sessions
 from grumem.stages.sessions import check_session
-from grumem.template import BudgetError, PromptBuilder
-from grumem.tokens import count_tokens
 
 
 def trajectory_id(project: str, query_id: str, session: str, sample: int) -> str:
@@ -89,10 +89,10 @@ def plan(
 
 def main(args: argparse.Namespace) -> int:
     """`grumem prompts`: every (trajectory, t) of a shard, its count to stderr (the job's log)."""
-    from grumem.config import load_queries, settings_from_args
-    from grumem.jsonl import write_jsonl
+    from grumem.config.settings import load_queries, settings_from_args
+    from grumem.core.template import DEFAULT_TEMPLATE, Budget
+    from grumem.io.jsonl import write_jsonl
     from grumem.stages.sessions import read_session_index
-    from grumem.template import DEFAULT_TEMPLATE, Budget
 
     s = settings_from_args(args)
     builder = PromptBuilder.from_file(

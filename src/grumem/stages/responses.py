@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from grumem.core.loop import ask_seed, interpret, memory_after, stops, user_message
+from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, BudgetError, check_budget, memory_text
+from grumem.core.tokens import count_tokens_cached, count_tokens_refilled, token_bound
 from grumem.errors import GrumemError
-from grumem.jsonl import read_jsonl, write_jsonl
+from grumem.io.jsonl import read_jsonl, write_jsonl
+from grumem.io.progress import Progress
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
-from grumem.loop import ask_seed, interpret, memory_after, stops, user_message
-from grumem.progress import Progress
-from grumem.template import NO_PREVIOUS_MEMORY, Budget, BudgetError, check_budget, memory_text
-from grumem.tokens import count_tokens_cached, count_tokens_refilled, token_bound
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def _check_turn_budget(s: LoopSettings, turn: dict, user: str, memory: str | Non
 
 
 def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, int]:
-    """turn_tokens' counts, or upper bounds of them (grumem.tokens.token_bound)."""
+    """turn_tokens' counts, or upper bounds of them (grumem.core.tokens.token_bound)."""
     system = token_bound(turn["system"]) if turn["system"] else 0
     return {
         "question": turn["tokens"]["question"],
@@ -236,7 +236,7 @@ def failed_requests(records: list[dict], out_path: object) -> str | None:
 
 def main(args: argparse.Namespace) -> int:
     """`grumem responses`: the loop over a shard; progress to stderr and `--log`."""
-    from grumem.config import settings_from_args
+    from grumem.config.settings import settings_from_args
 
     settings = settings_from_args(args)
     # Snakemake may scale the job's llm_slots down to the global cap; the job

@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.chunk_files import expand_chunk_paths
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, read_jsonl_fast, stdlib_loads
+from grumem.io.chunk_files import expand_chunk_paths
+from grumem.io.jsonl import RecordError, read_jsonl_fast, stdlib_loads
 
 
 def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict]:
@@ -80,7 +80,7 @@ def check_session(
 
 def main(args: argparse.Namespace) -> int:
     """`grumem sessions`: the project's session index."""
-    from grumem.jsonl import write_jsonl
+    from grumem.io.jsonl import write_jsonl
 
     n = write_jsonl(args.out, session_index(args.chunks), "session")
     print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)

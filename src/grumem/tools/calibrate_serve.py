@@ -48,9 +48,9 @@ from typing import Any
 
 from aiohttp import web
 
-from grumem.calibration import SKIP
+from grumem.core.calibration import SKIP
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, atomic_writer, checked, dumps_bytes, json_line, read_jsonl
+from grumem.io.jsonl import RecordError, atomic_writer, checked, dumps_bytes, json_line, read_jsonl
 from grumem.report.viewer import csp_hash
 
 ANSWERS = {"yes": True, "no": False, "skip": SKIP}

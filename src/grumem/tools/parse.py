@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from grumem.core.gate_parser import ParseError, parse_gate_response
 from grumem.errors import GrumemError
-from grumem.gate_parser import ParseError, parse_gate_response
-from grumem.jsonl import dumps
+from grumem.io.jsonl import dumps
 
 
 def main(args: argparse.Namespace) -> int:

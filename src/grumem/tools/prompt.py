@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grumem.chunk_files import read_chunk_file
+from grumem.core.template import DEFAULT_TEMPLATE, PromptBuilder
 from grumem.errors import GrumemError
-from grumem.template import DEFAULT_TEMPLATE, PromptBuilder
+from grumem.io.chunk_files import read_chunk_file
 
 
 def main(args: argparse.Namespace) -> int:

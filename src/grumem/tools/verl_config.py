@@ -1,10 +1,10 @@
-"""`grumem verl-config`: print the Hydra overrides of grumem.verl_config, one a line."""
+"""`grumem verl-config`: print the Hydra overrides of grumem.verl.config, one a line."""
 
 from __future__ import annotations
 
 import argparse
 
-from grumem.verl_config import MAX_PROMPT_LENGTH, MAX_RESPONSE_LENGTH, verl_overrides
+from grumem.verl.config import MAX_PROMPT_LENGTH, MAX_RESPONSE_LENGTH, verl_overrides
 
 REWARD_KWARGS = ("w_update", "w_exit", "w_format", "format_failure")
 

@@ -26,8 +26,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from grumem.errors import GrumemError
-from grumem.jsonl import RecordError, open_input
-from grumem.transcripts import (
+from grumem.io.jsonl import RecordError, open_input
+from grumem.transcripts.base import HEAD_BYTES, Head, NotThisFormat, Session, SessionStream
+from grumem.transcripts.formats import (
     aider,
     anthropic,
     claude_code,
@@ -40,7 +41,6 @@ from grumem.transcripts import (
     swe_agent,
     trajectory_dataset,
 )
-from grumem.transcripts.base import HEAD_BYTES, Head, NotThisFormat, Session, SessionStream
 
 __all__ = [
     "FORMATS",

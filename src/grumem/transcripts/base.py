@@ -18,8 +18,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from grumem import jsonl as records
-from grumem.jsonl import RecordError, dumps
+from grumem.io import jsonl as records
+from grumem.io.jsonl import RecordError, dumps
 
 ROLES = ("user", "assistant", "tool_result", "system")
 

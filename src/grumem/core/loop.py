@@ -1,0 +1,110 @@
+"""The loop's semantics (DESIGN "Loop semantics"): what a recorded response means
+for the gates, and the memory after a turn.
+
+The `responses` stage uses them live and the `gates` stage re-applies them to
+the recording, so a recording and the log can never disagree silently.
+"""
+
+from __future__ import annotations
+
+from grumem.core.gate_parser import MAX_RAW, ParseError, parse_gate_response
+from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
+from grumem.core.template import memory_text
+from grumem.core.tokens import count_tokens_cached, token_bound
+
+_NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
+
+
+def interpret(response: dict, memory_budget: int | None = None) -> dict:
+    """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
+
+    No gate is ever defaulted: anything but an exact parse records nulls. A
+    candidate memory over `memory_budget` tokens is the model's format failure
+    (tag `update`): using it would make the next prompt over budget."""
+    raw = response_bytes(response) if response.get("body") is not None else None
+    if response.get("status") != 200 or raw is None:
+        error = response.get("error") or f"HTTP {response.get('status')}"
+        return {
+            "parsed": False,
+            **_NULL_GATE,
+            "content": None,
+            "finish_reason": None,
+            "parse_error": {
+                "tag": "response",
+                "reason": f"no answer: {error}",
+                "raw": (response.get("body") or "")[:MAX_RAW],
+            },
+        }
+    try:
+        content, finish = chat_content(raw)
+    except NOT_A_CHAT_COMPLETION as e:
+        return {
+            "parsed": False,
+            **_NULL_GATE,
+            "content": None,
+            "finish_reason": None,
+            "parse_error": {
+                "tag": "response",
+                "reason": f"not a chat completion: {e}",
+                "raw": response["body"][:MAX_RAW],
+            },
+        }
+    try:
+        g = parse_gate_response(content)
+    except ParseError as e:
+        return {
+            "parsed": False,
+            **_NULL_GATE,
+            "content": content,
+            "finish_reason": finish,
+            "parse_error": e.to_json(),
+        }
+    text = memory_text(g.candidate)
+    if memory_budget is not None and token_bound(text) > memory_budget:
+        # cached: a candidate that becomes the memory is counted again for the next turn
+        tokens = count_tokens_cached(text)
+        if tokens > memory_budget:
+            return {
+                "parsed": False,
+                **_NULL_GATE,
+                "content": content,
+                "finish_reason": finish,
+                "parse_error": {
+                    "tag": "update",
+                    "reason": f"candidate memory is {tokens} tokens, over budget.memory"
+                    f" {memory_budget}: memory stays M_(t-1)",
+                    "raw": content[:MAX_RAW],
+                },
+            }
+    return {
+        "parsed": True,
+        "update_gate": g.update_gate,
+        "exit_gate": g.exit_gate,
+        "candidate": g.candidate,
+        "think": g.think,
+        "content": content,
+        "finish_reason": finish,
+        "parse_error": None,
+    }
+
+
+def memory_after(memory_before: str | None, gate: dict) -> str | None:
+    """U_t true: the candidate, verbatim. False or unparsed: M_{t-1} stays."""
+    return gate["candidate"] if gate["parsed"] and gate["update_gate"] else memory_before
+
+
+def user_message(prompt: dict, memory: str | None) -> str:
+    """The user message of a turn: its prompt record with M_{t-1} in the memory slot."""
+    return prompt["prefix"] + memory_text(memory) + prompt["suffix"]
+
+
+def ask_seed(ask: int, samples: int, sample: int) -> int:
+    """The sampling seed of an ask: a re-ask must be a distinct request, or the
+    cache would answer it with the same failure, so it advances past every sample's."""
+    return ask * samples + sample
+
+
+def stops(level: str, gate: dict) -> bool:
+    """Whether the trajectory ends after this turn: only at L2, only on a parsed `end`
+    (at L1 the exit gate is recorded, never obeyed)."""
+    return level == "L2" and bool(gate["parsed"]) and bool(gate["exit_gate"])

@@ -1,0 +1,137 @@
+"""Chunk files: reading, validating, and rendering a chunk as the prompt shows it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from grumem.io.jsonl import (
+    NestingError,
+    RecordError,
+    loads,
+    open_input,
+    read_jsonl,
+    sha256_text,
+    validate,
+)
+
+# The model tells a tool result from a decision by these labels (card 003).
+ROLE_LABELS: dict[str, str] = {
+    "user": "[User]",
+    "assistant": "[Assistant]",
+    "tool_result": "[ToolResult]",
+    "system": "[System]",
+}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    session: str
+    index: int
+    records: tuple[dict, ...]
+    path: str = ""
+    line: int = 0
+
+    @property
+    def t(self) -> int:
+        return self.index + 1
+
+    @property
+    def text(self) -> str:
+        return render_records(self.records)
+
+    @property
+    def sha(self) -> str:
+        return chunk_sha(self.records)
+
+
+def render_record(role: str, text: str) -> str:
+    return f"{ROLE_LABELS[role]} {text}"
+
+
+def render_records(records: Sequence[dict]) -> str:
+    """Each record as `[Role] text`, records separated by one blank line."""
+    return "\n\n".join(render_record(r["role"], r["text"]) for r in records)
+
+
+def chunk_sha(records: Sequence[dict]) -> str:
+    """sha256 of the rendered chunk: exactly the bytes that fill `{chunk}`."""
+    return sha256_text(render_records(records))
+
+
+def read_chunk_file(path: str | os.PathLike[str]) -> list[Chunk]:
+    """All chunks of one file, checked: schema, one session per index, indices 0..n-1.
+
+    A file may hold several sessions (a transcript with sidechains); each
+    session's chunks must be in order and complete.
+    """
+    path = str(path)
+    with open_input(path) as f:  # a missing file or a directory: an error naming it
+        empty = not f.read(1)
+    if empty:
+        raise RecordError(path, None, None, "empty chunk file: no chunks to read")
+    chunks: list[Chunk] = []
+    next_index: dict[str, int] = {}
+    for line, rec in enumerate(read_jsonl(path, "chunk"), start=1):
+        expected = next_index.get(rec["session"], 0)
+        if rec["index"] != expected:
+            raise RecordError(
+                path,
+                line,
+                "index",
+                f"session {rec['session']!r} expects chunk {expected}, found {rec['index']}",
+            )
+        next_index[rec["session"]] = expected + 1
+        chunks.append(Chunk(rec["session"], rec["index"], tuple(rec["records"]), path, line))
+    return chunks
+
+
+def manifest_chunks(path: str | os.PathLike[str]) -> list[str]:
+    """The chunk files a `grumem chunk --manifest` file lists: per transcript, in
+    the manifest's order, its chunk files sorted (as its directory would give them)."""
+    with open_input(path) as f:
+        try:
+            document = loads(f.read(), path, locate=True)
+        except NestingError:
+            raise
+        except ValueError as e:
+            raise RecordError(path, None, None, f"not JSON: {e}") from None
+    validate(document, "chunk-manifest", path)
+    return [c for t in document["transcripts"] for c in sorted(t["chunks"])]
+
+
+def expand_chunk_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Files as given; a directory stands for the *.jsonl files in it, sorted; a
+    `.json` file is a chunk manifest and stands for the chunk files it lists (the
+    workflow passes a shard's manifest, not its thousands of paths: issue 16)."""
+    out: list[str] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(str(f) for f in sorted(p.glob("*.jsonl")))
+        elif p.suffix == ".json":
+            out.extend(manifest_chunks(p))
+        else:
+            out.append(str(p))
+    return out
+
+
+def iter_sessions(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, list[Chunk]]]:
+    """(session, chunks) over chunk files; a session split across files is an error."""
+    seen: dict[str, str] = {}
+    for path in expand_chunk_paths(paths):
+        by_session: dict[str, list[Chunk]] = {}
+        for c in read_chunk_file(path):
+            by_session.setdefault(c.session, []).append(c)
+        for session, chunks in by_session.items():
+            if session in seen:
+                raise RecordError(
+                    path,
+                    chunks[0].line,
+                    "session",
+                    f"session {session!r} also appears in {seen[session]}",
+                )
+            seen[session] = path
+            yield session, chunks

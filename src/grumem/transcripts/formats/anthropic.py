@@ -1,0 +1,264 @@
+"""Anthropic Messages histories: what Cline and Roo Code save as `api_conversation_history.json`.
+
+Read from the Anthropic Messages API's `MessageParam` (the
+`@anthropic-ai/sdk` types of 2025: content blocks `text`, `image`,
+`document`, `tool_use`, `tool_result`, `thinking`, `redacted_thinking`) as
+Cline 3.x (`src/core/storage/disk.ts`, `saveApiConversationHistory`) and
+Roo Code 3.x (`ApiMessage = MessageParam & {ts?, isSummary?}`) write it:
+one JSON array of `{role, content}` per task, in
+`<globalStorage>/saoudrizwan.claude-dev/tasks/<task id>/` (Cline) or
+`<globalStorage>/rooveterinaryinc.roo-cline/tasks/<task id>/` (Roo Code).
+Extra keys on a message (`ts`, `isSummary`) are bookkeeping and ignored.
+
+Decisions:
+- The session is the task: the file's folder name when the file has
+  Cline's name (every task's file is called `api_conversation_history.json`),
+  the file name without `.json` otherwise.
+- `content` is a string (one record) or a list of blocks. An assistant
+  message is one assistant record: its blocks in order, joined by a blank
+  line; `tool_use` shows as `Tool call <name>: <input>`; `thinking` as
+  `Thinking: <text>` unless drop_thinking (then counted `thinking`);
+  `redacted_thinking` is encrypted and never rendered (counted).
+- A user message: each `tool_result` block is its own tool_result record
+  (its source names the `tool_use_id`, the tool and `is_error`); the text
+  around them (Cline puts the user's feedback and `<environment_details>`
+  there) forms user records, consecutive blocks joined by a blank line.
+  A tool result's content is a string or text/image blocks.
+- `image` and `document` blocks become one-line placeholders (a base64
+  blob is never rendered; a URL is kept); a plain-text document is its text.
+- Detection: an array (or `{messages: [...]}`) of user/assistant messages
+  whose blocks are all Anthropic's, holding at least one block only
+  Anthropic has (`tool_use`, `tool_result`, `thinking`, `redacted_thinking`,
+  an `image` with a `source`). Plain-text histories fit OpenAI's shape as
+  well and are read by the `openai` format, with the same records.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from grumem.io.jsonl import RecordError
+from grumem.transcripts.base import (
+    Detection,
+    Head,
+    NotThisFormat,
+    Session,
+    blob_placeholder,
+    is_not,
+    load_json_document,
+    record,
+    require,
+    session_stem,
+    thinking_part,
+    tool_call_text,
+)
+
+NAME = "anthropic"
+FILE_NAME = "api_conversation_history.json"
+ROLES = ("user", "assistant")
+BLOCKS = frozenset(
+    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+ONLY_ANTHROPIC = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def _messages_of(doc: Any) -> tuple[list | None, str]:
+    if isinstance(doc, list):
+        return doc, ""
+    if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        return doc["messages"], "messages"
+    return None, ""
+
+
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
+    messages, _ = _messages_of(head.document)
+    if not messages:
+        return NotThisFormat(is_not("the file", head.document, "a list of messages"))
+    anthropic_only = False
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            return NotThisFormat(f"message [{i}] is not a user or assistant message")
+        content = m.get("content")
+        if isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return NotThisFormat(f"message [{i}] has no content string or list of blocks")
+        for b in content:
+            kind = b.get("type") if isinstance(b, dict) else None
+            if kind not in BLOCKS:
+                return NotThisFormat(f"message [{i}] has a block {kind!r} Anthropic does not")
+            anthropic_only |= kind in ONLY_ANTHROPIC or (kind == "image" and "source" in b)
+    if not anthropic_only:
+        return NotThisFormat("no tool_use, tool_result, thinking or image block (plain chat)")
+    return True
+
+
+def session_id(path: str | os.PathLike[str]) -> str:
+    p = Path(path).resolve()
+    if p.name == FILE_NAME and p.parent.name:
+        return p.parent.name
+    return session_stem(p, (".json",))
+
+
+def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
+    path = str(path)
+    messages, prefix = _messages_of(load_json_document(path))
+    if messages is None:
+        raise RecordError(path, None, None, "expected a JSON array of {role, content} messages")
+    session = Session(session_id(path))
+    tool_names: dict[str, str] = {}
+    for i, msg in enumerate(messages):
+        where = f"{prefix}[{i}]"
+        if not isinstance(msg, dict):
+            raise RecordError(path, None, where, "expected a message object")
+        role = require(msg, "role", str, path, None, f"{where}.")
+        if role not in ROLES:
+            raise RecordError(
+                path, None, f"{where}.role", f"unknown role {role!r}; expected user or assistant"
+            )
+        content = require(msg, "content", (str, list), path, None, f"{where}.")
+        src = {"file": path, "index": i}
+        before = (len(session.records), sum(session.skipped.values()))
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if role == "assistant":
+            _assistant(blocks, f"{where}.content", path, src, drop_thinking, session, tool_names)
+        else:
+            _user(blocks, f"{where}.content", path, src, session, tool_names)
+        if (len(session.records), sum(session.skipped.values())) == before:
+            session.skipped[f"empty {role} message"] += 1
+    return [session]
+
+
+def _block_type(block: Any, where: str, path: str) -> str:
+    kind = require(block, "type", str, path, None, f"{where}.")
+    if kind not in BLOCKS:
+        raise RecordError(path, None, f"{where}.type", f"unknown content block {kind!r}")
+    return kind
+
+
+def _assistant(
+    blocks: list,
+    where: str,
+    path: str,
+    src: dict[str, Any],
+    drop_thinking: bool,
+    session: Session,
+    tool_names: dict[str, str],
+) -> None:
+    parts: list[str] = []
+    ids: list[str] = []
+    for j, block in enumerate(blocks):
+        bwhere = f"{where}[{j}]"
+        kind = _block_type(block, bwhere, path)
+        if kind == "text":
+            text = require(block, "text", str, path, None, f"{bwhere}.")
+            if text:
+                parts.append(text)
+        elif kind == "thinking":
+            text = require(block, "thinking", str, path, None, f"{bwhere}.")
+            if (part := thinking_part(text, drop_thinking, session)) is not None:
+                parts.append(part)
+        elif kind == "redacted_thinking":
+            session.skipped["redacted_thinking"] += 1
+        elif kind == "tool_use":
+            name = require(block, "name", str, path, None, f"{bwhere}.")
+            call_id = require(block, "id", str, path, None, f"{bwhere}.")
+            tool_names[call_id] = name
+            ids.append(call_id)
+            parts.append(tool_call_text(name, block.get("input", {})))
+        elif kind in ("image", "document"):
+            parts.append(media_placeholder(block, path, None, f"{bwhere}."))
+        else:
+            raise RecordError(
+                path, None, f"{bwhere}.type", f"a {kind} block in an assistant message"
+            )
+    if parts:
+        session.records.append(
+            record("assistant", "\n\n".join(parts), {**src, "tool_use_ids": ids} if ids else src)
+        )
+
+
+def _user(
+    blocks: list,
+    where: str,
+    path: str,
+    src: dict[str, Any],
+    session: Session,
+    tool_names: dict[str, str],
+) -> None:
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            session.records.append(record("user", "\n\n".join(pending), src))
+            pending.clear()
+
+    for j, block in enumerate(blocks):
+        bwhere = f"{where}[{j}]"
+        kind = _block_type(block, bwhere, path)
+        if kind == "text":
+            text = require(block, "text", str, path, None, f"{bwhere}.")
+            if text:
+                pending.append(text)
+        elif kind in ("image", "document"):
+            pending.append(media_placeholder(block, path, None, f"{bwhere}."))
+        elif kind == "tool_result":
+            flush()
+            session.records.append(_tool_result(block, bwhere, path, src, tool_names))
+        else:
+            raise RecordError(path, None, f"{bwhere}.type", f"a {kind} block in a user message")
+    flush()
+
+
+def _tool_result(
+    block: dict, where: str, path: str, src: dict[str, Any], tool_names: dict[str, str]
+) -> dict:
+    call_id = require(block, "tool_use_id", str, path, None, f"{where}.")
+    source: dict[str, Any] = {**src, "tool_use_id": call_id}
+    if call_id in tool_names:
+        source["tool"] = tool_names[call_id]
+    if block.get("is_error") is True:
+        source["is_error"] = True
+    return record("tool_result", tool_result_text(block, path, None, f"{where}."), source)
+
+
+def tool_result_text(block: dict, path: str, line: int | None, where: str) -> str:
+    """A tool_result block's content: a string, or text and media blocks joined by a
+    blank line; none is an empty output, still the answer. `where` ends with a dot.
+    Shared with the Claude Code reader, whose lines hold these same blocks."""
+    content = block.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise RecordError(path, line, f"{where}content", "expected a string or a list of blocks")
+    pieces = []
+    for k, part in enumerate(content):
+        pwhere = f"{where}content[{k}]."
+        kind = require(part, "type", str, path, line, pwhere)
+        if kind == "text":
+            pieces.append(require(part, "text", str, path, line, pwhere))
+        elif kind in ("image", "document"):
+            pieces.append(media_placeholder(part, path, line, pwhere))
+        else:
+            raise RecordError(path, line, f"{pwhere}type", f"unknown content block {kind!r}")
+    return "\n\n".join(pieces)
+
+
+def media_placeholder(block: dict, path: str, line: int | None, where: str) -> str:
+    """An image or document block as one line (a base64 blob is never rendered; a URL is
+    kept); a plain-text document is its text. `where` ends with a dot."""
+    kind = block["type"]
+    src = require(block, "source", dict, path, line, where)
+    if src.get("type") == "base64":
+        data = require(src, "data", str, path, line, f"{where}source.")
+        return blob_placeholder(kind, str(src.get("media_type", "unknown")), data)
+    if "url" in src:
+        return f"[{kind}: {src['url']}]"
+    if src.get("type") == "text" and isinstance(src.get("data"), str):
+        return src["data"]
+    why = f"unknown {kind} source {src.get('type')!r}"
+    raise RecordError(path, line, f"{where}source.type", why)

@@ -1,0 +1,79 @@
+"""mini-swe-agent trajectories (`<instance>.traj.json`): `{info, messages, trajectory_format}`.
+
+`messages` are OpenAI chat messages. In the text-based format (v1, and v2
+without tool calls) the action is a bash block inside the assistant text,
+which is kept as written: it already shows the command. The command's output
+comes back as a user message holding `<returncode>`/`<output>`; those become
+tool_result records. Other user messages after the task (format errors,
+timeouts) are the harness talking and stay user records, as the agent saw
+them. v2 tool-call trajectories carry `tool_calls` and `tool` messages,
+mapped as in the OpenAI reader. v2's final `exit` message (the submission)
+was never sent to the model; it is kept as a system record because it is
+the run's outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from grumem.io.jsonl import RecordError
+from grumem.transcripts.base import (
+    Detection,
+    Head,
+    NotThisFormat,
+    Session,
+    is_not,
+    load_json_document,
+    require,
+    session_stem,
+)
+from grumem.transcripts.formats.openai_chat import ROLE_MAP, content_text, convert_message
+
+NAME = "mini-swe-agent"
+SUFFIXES = (".traj.json", ".json")
+_OBSERVATION = re.compile(r"<returncode>|<output>")
+_ROLES = {**ROLE_MAP, "exit": "system"}
+
+
+def detect(path: str | os.PathLike[str], head: Head) -> Detection:
+    doc = head.document
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        return NotThisFormat(is_not("the file", doc, "an object with a messages list"))
+    info = doc.get("info")
+    if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or (
+        isinstance(info, dict) and "mini_version" in info
+    ):
+        return True
+    return NotThisFormat("no trajectory_format 'mini-swe-agent*' and no info.mini_version")
+
+
+def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
+    path = str(path)
+    doc = load_json_document(path)
+    if not isinstance(doc, dict):
+        raise RecordError(path, None, None, "expected a JSON object with 'messages'")
+    messages = require(doc, "messages", list, path, None)
+    session = Session(session_stem(path, SUFFIXES))
+    tool_names: dict[str, str] = {}
+    seen_task = False
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        role_map = _ROLES
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            text = content_text(msg.get("content"), f"{where}.content", path)
+            if seen_task and _OBSERVATION.search(text):
+                role_map = {**_ROLES, "user": "tool_result"}
+            seen_task = True
+        convert_message(
+            msg,
+            where,
+            path,
+            {"file": path, "index": i},
+            drop_thinking,
+            session.records,
+            session.skipped,
+            tool_names,
+            role_map,
+        )
+    return [session]

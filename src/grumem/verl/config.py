@@ -1,0 +1,71 @@
+"""The Hydra overrides that point verl's PPO/GRPO trainer at a grumem corpus.
+
+`grumem verl-config --corpus results/demo/corpus` prints them, one a line, for
+`python -m verl.trainer.main_ppo $(grumem verl-config …) <your model, GPUs…>`:
+the corpus's turns.parquet as train (and, unless given, validation) files, its
+chat-message `prompt` column, and grumem/verl/reward.py as the custom reward
+function (verl loads it by path; grumem must be installed where verl runs, the
+`[verl]` extra). Prompt and response lengths default to the corpus budget's
+(config budget.context 32768 less budget.response 2048): verl's own default of
+512 tokens would drop almost every grumem prompt.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from grumem.errors import GrumemError
+
+TURNS = "turns.parquet"  # the export's file name (grumem.stages.export.TURNS)
+MAX_PROMPT_LENGTH = 32768 - 2048
+MAX_RESPONSE_LENGTH = 2048
+
+
+def reward_function_path() -> Path:
+    """The file verl loads compute_score from."""
+    import grumem.verl.reward
+
+    return Path(inspect.getfile(grumem.verl.reward)).resolve()
+
+
+def verl_overrides(
+    corpus: str | Path,
+    val_corpus: str | Path | None = None,
+    max_prompt_length: int = MAX_PROMPT_LENGTH,
+    max_response_length: int = MAX_RESPONSE_LENGTH,
+    reward_kwargs: Mapping[str, float] | None = None,
+) -> list[str]:
+    """The overrides, shell-quoted. `corpus` is an export's directory (or its
+    turns.parquet); it must exist, or the trainer would fail much later."""
+    train = _turns(corpus, "--corpus")
+    val = train if val_corpus is None else _turns(val_corpus, "--val-corpus")
+    out = [
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.prompt_key=prompt",
+        f"data.max_prompt_length={max_prompt_length}",
+        f"data.max_response_length={max_response_length}",
+        f"reward.custom_reward_function.path={reward_function_path()}",
+        "reward.custom_reward_function.name=compute_score",
+    ]
+    # the trainer's config has no reward_kwargs key: Hydra adds it with `+`
+    out += [
+        f"+reward.custom_reward_function.reward_kwargs.{k}={v}"
+        for k, v in (reward_kwargs or {}).items()
+    ]
+    return [shlex.quote(o) for o in out]
+
+
+def _turns(corpus: str | Path, option: str) -> Path:
+    path = Path(corpus)
+    if path.is_dir():
+        path = path / TURNS
+    if not path.is_file():
+        raise GrumemError(
+            f"{option} {corpus}: no {TURNS} there; export a corpus first"
+            " (snakemake all, or grumem export … --out-dir DIR)"
+        )
+    return path.resolve()

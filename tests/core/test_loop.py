@@ -1,0 +1,36 @@
+"""The loop's semantics (grumem.core.loop): the memory budget is decided on exact token counts."""
+
+from __future__ import annotations
+
+import json
+
+from grumem.core.loop import interpret
+from grumem.core.tokens import count_tokens, token_bound
+
+
+def _answer(candidate: str) -> dict:
+    content = f"<think>t</think><check>yes</check><update>{candidate}</update><next>continue</next>"
+    body = json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]})
+    return {"status": 200, "body": body}
+
+
+def test_a_candidate_longer_in_bytes_than_the_budget_but_within_it_in_tokens_is_used() -> None:
+    # the UTF-8 bound (which spares loading the encoder) is only a shortcut: past it,
+    # the exact count decides
+    candidate = "x" * 100
+    assert token_bound(candidate) > 40 >= count_tokens(candidate)
+    gate = interpret(_answer(candidate), memory_budget=40)
+    assert gate["parsed"] is True and gate["candidate"] == candidate
+
+
+def test_a_candidate_over_the_budget_in_tokens_is_a_format_failure_naming_its_count() -> None:
+    candidate = " ".join(f"fact{i}" for i in range(40))
+    tokens = count_tokens(candidate)
+    assert tokens > 40
+    gate = interpret(_answer(candidate), memory_budget=40)
+    assert gate["parsed"] is False and gate["update_gate"] is None
+    assert gate["parse_error"]["tag"] == "update"
+    assert (
+        f"candidate memory is {tokens} tokens, over budget.memory 40"
+        in (gate["parse_error"]["reason"])
+    )

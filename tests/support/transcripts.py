@@ -1,0 +1,50 @@
+"""Shared by the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grumem.transcripts import (
+    read_transcript,
+)
+from support.checkout import FIXTURES_DIR
+
+T = FIXTURES_DIR / "transcripts"
+
+
+CLAUDE = T / "claude-code" / "7f3c2a10-5b8e-4d2a-9c41-0e6b1d2f3a45.jsonl"
+
+
+SID = "7f3c2a10-5b8e-4d2a-9c41-0e6b1d2f3a45"
+
+
+MINI = T / "mini-swe-agent" / "django__django-11099.traj.json"
+
+
+MINI2 = T / "mini-swe-agent" / "astropy__astropy-7746.traj.json"
+
+
+SWE = T / "swe-agent" / "sympy__sympy-20590.traj"
+
+
+SWE0 = T / "swe-agent" / "marshmallow-code__marshmallow-1867.traj"
+
+
+SWE_STEPS = T / "swe-agent" / "trajectory-only.traj"
+
+
+OPENAI = T / "openai" / "export-job.json"
+
+
+OPENAI_OBJ = T / "openai" / "staging-port.json"
+
+
+RECORDS = T / "records" / "pairing-notes.jsonl"
+
+
+ALL = [CLAUDE, MINI, MINI2, SWE, SWE0, SWE_STEPS, OPENAI, OPENAI_OBJ, RECORDS]
+
+
+def sessions_of(path: Path, fmt: str = "auto", drop_thinking: bool = False) -> dict:
+    _, sessions = read_transcript(path, fmt, drop_thinking)
+    return {s.id: s for s in sessions}

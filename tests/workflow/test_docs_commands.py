@@ -1,0 +1,288 @@
+"""Every command the README and docs/ show is run here, on the demo, as a reader would
+type it: a renamed target, subcommand or flag fails this test, not the user.
+
+A fenced `sh` block is read line by line; a command is a
+logical line (backslash continuations joined) whose program is `snakemake`, `grumem`
+or `make`, or that runs one inside `$(...)`. Each file's commands run in order in a
+fresh copy of the workflow whose config.yaml is the demo's, pointed at the fake
+OpenAI server (tests/support) instead of the embedded model:
+
+- `snakemake ...` and `grumem ...` run as written;
+- `make T` runs as `make -n T` (the recipe is printed, not run: `make test` would run
+  this test), and every `snakemake` line of that recipe runs as written.
+
+A block may carry a marker on the line before its fence, with the reason beside it:
+`<!-- tests: dry run: REASON -->` runs its snakemake commands with `-n` (a cluster
+profile), `<!-- tests: not run: REASON -->` runs none of them (a GPU). What a person
+does between two commands (labelling a calibration sample) is done by HUMAN_STEPS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from support.workflow import (
+    FAKE_DEMO,
+    PINNED_DEMO_CORPUS,
+    REPO,
+    checkout_copy,
+    corpus_digests,
+    docs_env,
+    fake_demo_script,
+    read_lines,
+    shell,
+    write_config,
+)
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+OURS = {"snakemake", "grumem", "make"}
+SHELL_LANGUAGES = {"sh", "bash", "shell"}
+FENCE_RE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+MARKER_RE = re.compile(r"<!--\s*tests:\s*(dry run|not run):\s*(.*?)\s*-->\s*\n*$")
+
+
+@dataclass(frozen=True)
+class Command:
+    doc: str
+    line: int
+    text: str
+    mode: str  # "run", "dry run" or "not run"
+    reason: str = ""
+
+    @property
+    def program(self) -> str:
+        return program_of(self.text)
+
+    def __str__(self) -> str:
+        return f"{self.doc}:{self.line}: {self.text}"
+
+
+def program_of(text: str) -> str:
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:  # not shell (a listing): its first word still tells
+        words = text.split()
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        words = words[1:]
+    return Path(words[0]).name if words else ""
+
+
+def runs_ours(text: str) -> bool:
+    if program_of(text) in OURS:
+        return True
+    return any(program_of(inner) in OURS for inner in re.findall(r"\$\(([^)]*)\)", text))
+
+
+def logical_lines(body: str, first_line: int) -> list[tuple[int, str]]:
+    lines: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for n, raw in enumerate(body.splitlines(), first_line):
+        if pending is not None:
+            pending = (pending[0], pending[1] + " " + raw.strip())
+        elif raw.strip() and not raw.lstrip().startswith("#"):
+            pending = (n, raw.strip())
+        if pending is not None and not pending[1].endswith("\\"):
+            lines.append(pending)
+            pending = None
+        elif pending is not None:
+            pending = (pending[0], pending[1][:-1].rstrip())
+    return lines
+
+
+def commands_in(text: str, name: str) -> list[Command]:
+    commands = []
+    for block in FENCE_RE.finditer(text):
+        if block.group(1) not in SHELL_LANGUAGES:
+            continue
+        before = text[: block.start()]
+        marker = MARKER_RE.search(before.rsplit("```", 1)[-1][-300:])
+        mode, reason = (marker.group(1), marker.group(2)) if marker else ("run", "")
+        first = before.count("\n") + 2
+        for n, line in logical_lines(block.group(2), first):
+            if runs_ours(line):
+                commands.append(Command(name, n, line, mode, reason))
+    return commands
+
+
+def documented_commands(path: Path) -> list[Command]:
+    return commands_in(path.read_text(encoding="utf-8"), path.relative_to(REPO).as_posix())
+
+
+ALL_COMMANDS = [c for doc in DOCS for c in documented_commands(doc)]
+
+
+# ----------------------------------------------------------------- the extraction
+
+
+def test_the_docs_show_the_cards_commands() -> None:
+    """The extraction finds the README's two commands and the card's `snakemake export`:
+    a parser that found nothing would pass every test below."""
+    readme = [c.text for c in ALL_COMMANDS if c.doc == "README.md"]
+    assert readme[:2] == [
+        "make run     # the bundled demo project, end to end, with the embedded local LLM",
+        "make test    # every test, then lint and format checks (what CI runs)",
+    ]
+    texts = " ".join(c.text for c in ALL_COMMANDS)
+    for needed in ("snakemake -n export", "--rulegraph mermaid-js export", "--dag dot export"):
+        assert needed in texts
+
+
+def test_every_exempt_block_says_why() -> None:
+    for c in ALL_COMMANDS:
+        if c.mode != "run":
+            assert len(c.reason) >= 10, f"{c}: a `tests: {c.mode}` marker needs its reason"
+
+
+def test_no_command_hides_in_a_block_of_another_language() -> None:
+    """A block without a language, or labelled `text`, is not run: it may hold no command
+    of ours (label it `sh`)."""
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for block in FENCE_RE.finditer(text):
+            if block.group(1) in SHELL_LANGUAGES or block.group(1) in {"yaml", "python", "toml"}:
+                continue
+            for _, line in logical_lines(block.group(2), 1):
+                assert not runs_ours(line), (
+                    f"{doc.name}: `{line}` is in a ```{block.group(1)} block"
+                )
+
+
+def test_logical_lines_join_continuations_and_skip_comments() -> None:
+    body = "# a comment\nmake run  # why\n.venv/bin/grumem prompt \\\n    --index 0\n\n"
+    assert logical_lines(body, 10) == [
+        (11, "make run  # why"),
+        (12, ".venv/bin/grumem prompt --index 0"),
+    ]
+    assert runs_ours("X=1 .venv/bin/snakemake -n export")
+    assert runs_ours(".venv-verl/bin/python -m verl $(.venv/bin/grumem verl-config --corpus c)")
+    assert not runs_ours("data.train_files=/x/src/grumem/verl/reward.py")
+
+
+# ----------------------------------------------------------------- running them
+
+
+def label_the_sample_as_a_person_would(work: Path) -> None:
+    """docs/judge.md step 2: every pair of the sample gets a yes or a no. The answers
+    are the demo's own labels of those pairs, so the calibration agrees with the
+    judge as a careful person's would on the demo."""
+    truth = {
+        (x["query_id"], x["chunk_sha"]): x["evidence"]
+        for x in read_lines(work / "fixtures/demo/labels.jsonl")
+    }
+    sample = work / "calibration-sample.jsonl"
+    lines = read_lines(sample)
+    for x in lines:
+        x["evidence"] = truth[(x["query_id"], x["chunk_sha"])]
+    sample.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+
+
+# after a command whose text holds the key, the person's step
+HUMAN_STEPS: dict[str, Callable[[Path], None]] = {
+    "grumem calibrate-sample": label_the_sample_as_a_person_would,
+}
+
+
+def with_dry_run(text: str) -> str:
+    words = shlex.split(text, comments=True)
+    at = next(i for i, w in enumerate(words) if Path(w).name in {"snakemake", "make"})
+    return shlex.join([*words[: at + 1], "-n", *words[at + 1 :]])
+
+
+def run_documented(work: Path, c: Command) -> None:
+    if c.program == "make":
+        # the recipe, printed: make resolves the target and its variables
+        recipe = shell(work, with_dry_run(c.text), str(c)).stdout
+        if c.mode == "run":
+            for line in recipe.splitlines():
+                if program_of(line) == "snakemake":
+                    shell(work, line, f"{c} (its recipe line `{line}`)")
+        return
+    shell(work, with_dry_run(c.text) if c.mode == "dry run" else c.text, str(c))
+    for key, step in HUMAN_STEPS.items():
+        if key in c.text.replace(".venv/bin/", ""):
+            step(work)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", [d.relative_to(REPO).as_posix() for d in DOCS])
+def test_every_documented_command_runs(doc: str, tmp_path: Path, fake_server) -> None:
+    commands = [c for c in ALL_COMMANDS if c.doc == doc and c.mode != "not run"]
+    if not commands:
+        pytest.skip(f"{doc} shows no command of ours")
+    if shutil.which("dot") is None and any("dot -T" in c.text for c in commands):
+        pytest.fail("graphviz's `dot` is missing: `make test` installs it (make system)")
+    server = fake_server(FAKE_DEMO)
+    checkout_copy(tmp_path, server.base_url)
+    for c in commands:
+        run_documented(tmp_path, c)
+
+
+# ----------------------------------------------------------------- "When a run dies"
+
+
+def section_commands(heading: str) -> list[Command]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    first_line = text[:start].count("\n") + 2
+    section = text[start + 1 : end]
+    return [
+        Command("README.md", c.line + first_line - 1, c.text, c.mode, c.reason)
+        for c in commands_in(section, "README.md")
+    ]
+
+
+def cached_requests(work: Path) -> set[str]:
+    return {p.stem for p in (work / "results/cache/llm").glob("??/*.json")}
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_with_the_readmes_commands(tmp_path: Path, fake_server) -> None:
+    """kill -9 of Snakemake and its jobs mid-`responses` (a node failure), then the
+    README's two commands: the rerun sends none of the requests answered before the
+    kill, every other one once, and the corpus is the pinned demo corpus."""
+    unlock, rerun = (c.text for c in section_commands("## When a run dies"))
+    assert program_of(unlock) == program_of(rerun) == "snakemake" and "--unlock" in unlock
+    # slow answers: the kill lands while the two responses jobs are mid-way
+    server = fake_server(fake_demo_script(latency_s=0.4))
+    checkout_copy(tmp_path, server.base_url)
+    write_config(tmp_path, server.base_url)  # the pinned demo config
+    run = subprocess.Popen(
+        ["bash", "-c", rerun], cwd=tmp_path, env=docs_env(), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while len(cached_requests(tmp_path)) < 12:
+        assert run.poll() is None, "the run ended before the kill"
+        assert time.monotonic() < deadline, "no answers cached in 300 s"
+        time.sleep(0.02)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    answered = cached_requests(tmp_path)
+    sent_before = dict(server.stats()["by_sha"])
+    assert 12 <= len(answered) < 72
+
+    # the lock the README speaks of
+    locked = shell(tmp_path, rerun, "the rerun before --unlock", check=False)
+    assert locked.returncode != 0 and "cannot be locked" in locked.stdout + locked.stderr
+    assert server.stats()["by_sha"] == sent_before
+
+    shell(tmp_path, unlock, "README's --unlock")
+    shell(tmp_path, rerun, "README's rerun")
+    sent_after = server.stats()["by_sha"]
+    resent = {sha for sha, n in sent_after.items() if n > sent_before.get(sha, 0)}
+    assert resent & answered == set()
+    assert resent | answered == set(sent_after) and len(sent_after) == 72
+    assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
