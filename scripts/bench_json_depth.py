@@ -19,7 +19,8 @@ from pathlib import Path
 import orjson
 
 from grumem.corpus.log_line import decode_line
-from grumem.io.jsonl import NestingError, dumps, json_line, loads, text_depth, value_depth
+from grumem.errors import NestingError
+from grumem.io.jsonl import dumps, json_line, loads, text_depth, value_depth
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = (ROOT / "src" / "grumem" / "jsonl.py").read_text(encoding="utf-8")

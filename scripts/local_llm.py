@@ -24,8 +24,9 @@ import tempfile
 from pathlib import Path
 
 from grumem.config.settings import load_queries
-from grumem.core.gate_parser import ParseError, parse_gate_response
+from grumem.core.gate_parser import parse_gate_response
 from grumem.core.template import PromptBuilder
+from grumem.errors import ParseError
 from grumem.io.chunk_files import read_chunk_file
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields

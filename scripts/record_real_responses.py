@@ -29,8 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grumem.config.settings import load_queries
-from grumem.core.gate_parser import ParseError, parse_gate_response
+from grumem.core.gate_parser import parse_gate_response
 from grumem.core.template import PromptBuilder
+from grumem.errors import ParseError
 from grumem.io.chunk_files import Chunk, read_chunk_file
 from grumem.io.jsonl import write_json
 from grumem.llm.client import LLMClient

@@ -17,7 +17,8 @@ from grumem.config.settings import (
     load_yaml,
     validate_config,
 )
-from grumem.io.jsonl import RecordError, _validator, validate, validate_fast
+from grumem.errors import RecordError
+from grumem.io.jsonl import _validator, validate, validate_fast
 from support.workflow import demo_project, snakemake, write_config
 
 QUERIES = "queries:\n  - id: q1\n    question: Où est le café ?\n"
@@ -221,7 +222,8 @@ def test_an_ambiguous_secret_shows_no_host() -> None:
 
 
 def test_endpoints_refuse_a_secret_in_a_url_without_a_config() -> None:
-    from grumem.llm.endpoints import EndpointError, endpoints
+    from grumem.errors import EndpointError
+    from grumem.llm.endpoints import endpoints
 
     with pytest.raises(EndpointError, match=r"llm.base_url\[1\]: http://h/v1 is given") as e:
         endpoints(["http://ok/v1", "http://alice:PASSWORD@h/v1"], 4)

@@ -23,7 +23,7 @@ from grumem.config.settings import (
     validate_config,
     validate_sections,
 )
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 
 ENV = {"HOME": "/home/ana", "DATA": "/srv/data"}
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.core.gate_parser import MAX_RAW, GateResponse, ParseError, parse_gate_response
-from grumem.errors import GrumemError
+from grumem.core.gate_parser import MAX_RAW, GateResponse, parse_gate_response
+from grumem.errors import GrumemError, ParseError
 from support.checkout import FIXTURES_DIR
 
 TAGS = ("think", "check", "update", "next")

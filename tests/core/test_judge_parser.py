@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.core.gate_parser import MAX_RAW, ParseError
+from grumem.core.gate_parser import MAX_RAW
 from grumem.core.judge_parser import TAGS, Judgement, parse_judge_response
+from grumem.errors import ParseError
 from grumem.llm.grammar import JUDGE_GRAMMAR
 
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from grumem.core.kappa import Confusion, KappaError, cohen_kappa, kappa_between
+from grumem.core.kappa import Confusion, cohen_kappa, kappa_between
+from grumem.errors import KappaError
 from grumem.io.labels import Labels
 from support.kappa import kappa_2x2
 

@@ -6,15 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.core.packing import (
-    ChunkBudgetError,
-    _pack_exact,
-    chunk_session,
-    pack_records,
-    split_record,
-    split_text,
-)
+from grumem.core.packing import _pack_exact, chunk_session, pack_records, split_record, split_text
 from grumem.core.tokens import count_tokens
+from grumem.errors import ChunkBudgetError
 from grumem.io.chunk_files import render_record, render_records
 from grumem.io.jsonl import validate
 

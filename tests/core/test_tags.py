@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grumem.core.tags import MAX_RAW, ParseError, enum_value, tag_text, think_block
-from grumem.errors import GrumemError
+from grumem.core.tags import MAX_RAW, enum_value, tag_text, think_block
+from grumem.errors import GrumemError, ParseError
 
 # Pieces generated text is built from: the tags under test, other tags, near-tags that are
 # not tags, and every kind of whitespace str.strip() removes.

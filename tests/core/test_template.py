@@ -14,11 +14,10 @@ from grumem.core.template import (
     DEFAULT_TEMPLATE,
     NO_PREVIOUS_MEMORY,
     Budget,
-    BudgetError,
     PromptBuilder,
-    TemplateError,
     load_template,
 )
+from grumem.errors import BudgetError, TemplateError
 from grumem.io.chunk_files import ROLE_LABELS, iter_sessions, read_chunk_file, render_records
 from support.checkout import FIXTURES_DIR, REPO_ROOT
 

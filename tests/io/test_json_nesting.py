@@ -27,11 +27,10 @@ from grumem.config.settings import connection_from_json, load_queries, load_yaml
 from grumem.core.recording import chat_content
 from grumem.corpus.calibration_gate import read_kappa
 from grumem.corpus.log_reader import LogReader
-from grumem.errors import GrumemError
+from grumem.errors import GrumemError, NestingError
 from grumem.io.chunk_files import manifest_chunks, read_chunk_file
 from grumem.io.jsonl import (
     MAX_JSON_DEPTH,
-    NestingError,
     dumps,
     loads,
     read_jsonl,

@@ -14,10 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.config.settings import load_config, validate_config
-from grumem.errors import GrumemError
+from grumem.errors import GrumemError, RecordError
 from grumem.io.chunk_files import read_chunk_file
 from grumem.io.jsonl import (
-    RecordError,
     compile_fast,
     dumps,
     dumps_bytes,

@@ -24,24 +24,21 @@ from hypothesis import strategies as st
 
 from grumem.core.recording import stored_body
 from grumem.core.tokens import count_tokens
-from grumem.errors import GrumemError
-from grumem.io.jsonl import dumps, sha256_bytes, sha256_text, validate
-from grumem.llm.cache import CacheError, CorruptEntry, ResponseCache
-from grumem.llm.client import (
-    LLMClient,
-    ReplayMiss,
-    WireMismatch,
-    is_answer,
-    retry_after_seconds,
-)
-from grumem.llm.grammar import (
-    GATE_GRAMMAR,
+from grumem.errors import (
+    CacheError,
+    CorruptEntry,
     GrammarUnsupported,
-    fitting_text_chars,
-    grammar_fields,
+    GrumemError,
+    ReplayMiss,
+    RequestError,
+    WireMismatch,
 )
+from grumem.io.jsonl import dumps, sha256_bytes, sha256_text, validate
+from grumem.llm.cache import ResponseCache
+from grumem.llm.client import LLMClient, is_answer, retry_after_seconds
+from grumem.llm.grammar import GATE_GRAMMAR, fitting_text_chars, grammar_fields
 from grumem.llm.local_server import free_port
-from grumem.llm.request import RequestError, build_body, request_sha, sampling_params
+from grumem.llm.request import build_body, request_sha, sampling_params
 from support.draws import fault_for
 from support.replies import completion_body
 from support.script import load_script
@@ -629,7 +626,7 @@ def test_scrub_removes_every_representation_of_the_key():
 def test_a_response_echoing_the_key_is_neither_cached_nor_recorded(
     module_fake_server, tmp_path, monkeypatch
 ):
-    from grumem.llm.client import KeyInResponse
+    from grumem.errors import KeyInResponse
 
     monkeypatch.setenv(KEY_ENV, SECRET)
     server = module_fake_server.use(
@@ -691,7 +688,7 @@ def test_a_404_records_the_body_and_shows_the_servers_error_text(module_fake_ser
 
 
 def test_the_answering_model_is_recorded_and_a_mismatch_refused(module_fake_server, tmp_path):
-    from grumem.llm.client import ModelMismatch
+    from grumem.errors import ModelMismatch
 
     evil = {"model": "gpt-4o-evil-substitute", "default": {"content": REPLY}}
     server = module_fake_server.use(evil)

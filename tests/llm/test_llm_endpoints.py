@@ -18,10 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.io.jsonl import RecordError, validate
+from grumem.errors import EndpointError, RecordError
+from grumem.io.jsonl import validate
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import LLMClient
-from grumem.llm.endpoints import Endpoint, EndpointError, EndpointPool, endpoints, total_concurrency
+from grumem.llm.endpoints import Endpoint, EndpointPool, endpoints, total_concurrency
 from grumem.llm.local_server import free_port
 from grumem.llm.request import build_body, request_sha
 

@@ -18,18 +18,10 @@ import pytest
 
 from grumem.core.template import PromptBuilder
 from grumem.corpus.card import CARD
-from grumem.errors import GrumemError
+from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
 from grumem.io.chunk_files import render_records
-from grumem.io.jsonl import RecordError, dumps, read_jsonl, sha256_file, sha256_text, validate
-from grumem.io.labels import MissingLabelsError
-from grumem.stages.export import (
-    SUMMARY,
-    TRAJECTORIES,
-    TURNS,
-    ExportRefused,
-    export,
-    format_summary,
-)
+from grumem.io.jsonl import dumps, read_jsonl, sha256_file, sha256_text, validate
+from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log
 
 T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.llm.client import _attempt_record, _Outcome
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'

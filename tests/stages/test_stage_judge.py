@@ -23,14 +23,19 @@ from grumem.config.settings import load_queries
 from grumem.core.calibration import allocate, draw_sample, finalize, write_sample
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import stored_body
-from grumem.core.template import TemplateError
-from grumem.errors import GrumemError
+from grumem.errors import (
+    CorruptEntry,
+    GrammarUnsupported,
+    GrumemError,
+    RecordError,
+    ReplayMiss,
+    TemplateError,
+)
 from grumem.io.chunk_files import read_chunk_file
-from grumem.io.jsonl import RecordError, read_jsonl, sha256_bytes, sha256_text
+from grumem.io.jsonl import read_jsonl, sha256_bytes, sha256_text
 from grumem.io.labels import load_labels
-from grumem.llm.cache import CorruptEntry, ResponseCache
-from grumem.llm.client import ReplayMiss
-from grumem.llm.grammar import JUDGE_GRAMMAR, GrammarUnsupported, gbnf
+from grumem.llm.cache import ResponseCache
+from grumem.llm.grammar import JUDGE_GRAMMAR, gbnf
 from grumem.stages.judge import (
     JudgeSettings,
     distinct_chunks,

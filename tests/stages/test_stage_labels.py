@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from grumem.io.jsonl import RecordError, read_jsonl
+from grumem.errors import RecordError
+from grumem.io.jsonl import read_jsonl
 from grumem.stages.labels import merge
 
 

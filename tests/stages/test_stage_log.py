@@ -11,7 +11,8 @@ import pytest
 
 from grumem.core.loop import user_message
 from grumem.core.template import PromptBuilder
-from grumem.io.jsonl import RecordError, dumps, sha256_text, write_jsonl
+from grumem.errors import RecordError
+from grumem.io.jsonl import dumps, sha256_text, write_jsonl
 from grumem.llm.client import _attempt_record, _Outcome
 from grumem.stages.gates import regate
 from grumem.stages.log import join

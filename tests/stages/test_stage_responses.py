@@ -15,11 +15,11 @@ from grumem.core.template import (
     DEFAULT_TEMPLATE,
     NO_PREVIOUS_MEMORY,
     Budget,
-    BudgetError,
     PromptBuilder,
     memory_text,
 )
 from grumem.core.tokens import count_tokens, token_bound
+from grumem.errors import BudgetError
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests, turn_tokens
 

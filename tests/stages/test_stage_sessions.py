@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from grumem import cli
-from grumem.io.jsonl import RecordError, read_jsonl
+from grumem.errors import RecordError
+from grumem.io.jsonl import read_jsonl
 from grumem.stages.sessions import read_session_index, session_index
 from support.checkout import FIXTURES_DIR
 

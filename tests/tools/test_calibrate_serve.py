@@ -27,7 +27,8 @@ from playwright.sync_api import expect
 
 from grumem.cli import main
 from grumem.core.calibration import finalize
-from grumem.io.jsonl import RecordError, dumps, read_jsonl, sha256_text
+from grumem.errors import RecordError
+from grumem.io.jsonl import dumps, read_jsonl, sha256_text
 from support.browser import browser
 from support.workflow import DEMO
 

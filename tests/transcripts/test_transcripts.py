@@ -13,14 +13,8 @@ from pathlib import Path
 import pytest
 
 from grumem.cli import TRANSCRIPT_FORMATS
-from grumem.io.jsonl import RecordError
-from grumem.transcripts import (
-    FORMATS,
-    UnknownFormatError,
-    detect_format,
-    read_transcript,
-    sanitize_session_id,
-)
+from grumem.errors import RecordError, UnknownFormatError
+from grumem.transcripts import FORMATS, detect_format, read_transcript, sanitize_session_id
 from support.transcripts import (
     CLAUDE,
     MINI,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts import detect_format, read_transcript
 from support.checkout import FIXTURES_DIR
 from support.workflow import REPO, demo_project, files_under, read_lines, snakemake, write_config

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.errors import RecordError
 from grumem.io.chunk_files import read_chunk_file
-from grumem.io.jsonl import RecordError
 from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, thinking_text, tool_call_text
 from grumem.transcripts.formats import codex_cli

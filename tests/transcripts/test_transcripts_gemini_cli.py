@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts import detect_format, read_transcript
 from grumem.transcripts.base import tool_call_text
 from support.checkout import FIXTURES_DIR

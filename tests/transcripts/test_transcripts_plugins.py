@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from grumem.errors import UnknownFormatError
 from grumem.io.chunk_files import read_chunk_file
-from grumem.transcripts import FORMATS, UnknownFormatError, read_transcript
+from grumem.transcripts import FORMATS, read_transcript
 
 BACKEND = '''
 """A minimal PEP 517 backend: the package and its entry points as a wheel."""

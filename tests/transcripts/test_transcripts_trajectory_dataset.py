@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.errors import RecordError, UnknownFormatError
 from grumem.io.chunk_files import read_chunk_file
-from grumem.io.jsonl import RecordError
-from grumem.transcripts import SessionStream, UnknownFormatError, detect_format, read_transcript
+from grumem.transcripts import SessionStream, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import trajectory_dataset
 from support.checkout import FIXTURES_DIR

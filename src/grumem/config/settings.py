@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 
 from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
+from grumem.errors import RecordError
 from grumem.io.jsonl import (
     MAX_JSON_DEPTH,
-    RecordError,
     nesting_why,
     open_input,
     schema,

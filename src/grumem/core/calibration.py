@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from grumem.config.settings import load_queries
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, read_jsonl, sha256_text, write_jsonl
+from grumem.errors import GrumemError, RecordError
+from grumem.io.jsonl import read_jsonl, sha256_text, write_jsonl
 from grumem.io.labels import load_labels
 from grumem.stages.judge import distinct_chunks
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 # ParseError and MAX_RAW live in grumem.core.tags; they are imported from here too
-from grumem.core.tags import MAX_RAW, ParseError, enum_value, tag_text, think_block
+from grumem.core.tags import MAX_RAW, enum_value, tag_text, think_block
+from grumem.errors import ParseError
 
 __all__ = [
     "CHECK_VALUES",

@@ -16,13 +16,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError
+from grumem.errors import KappaError, RecordError
 from grumem.io.labels import Labels
-
-
-class KappaError(GrumemError):
-    """κ cannot be computed meaningfully from these inputs."""
 
 
 @dataclass(frozen=True)

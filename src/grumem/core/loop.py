@@ -7,10 +7,11 @@ the recording, so a recording and the log can never disagree silently.
 
 from __future__ import annotations
 
-from grumem.core.gate_parser import MAX_RAW, ParseError, parse_gate_response
+from grumem.core.gate_parser import MAX_RAW, parse_gate_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.core.template import memory_text
 from grumem.core.tokens import count_tokens_cached, token_bound
+from grumem.errors import ParseError
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 

@@ -45,7 +45,7 @@ from itertools import accumulate
 from typing import overload
 
 from grumem.core.tokens import count_tokens, count_tokens_at_most, encoding
-from grumem.errors import GrumemError
+from grumem.errors import ChunkBudgetError
 from grumem.io.chunk_files import render_record, render_records
 
 SEPARATOR = "\n\n"  # between rendered records, as render_records joins them
@@ -53,10 +53,6 @@ TAIL_CHARS = 256  # end of a record whose tokens the separator can change
 _NEWLINE = re.compile("\n")
 
 Bounds = list[tuple[int, int, int]]  # each chunk: (first piece, end piece, rendered tokens)
-
-
-class ChunkBudgetError(GrumemError, ValueError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -24,28 +24,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeVar, overload
 
-from grumem.errors import GrumemError
+from grumem.errors import ParseError
 
-MAX_RAW = 2000  # characters of the answer kept in a ParseError
+MAX_RAW = ParseError.MAX_RAW  # characters of the answer kept in a ParseError
 _SHOW = 100  # characters of a bad value shown in the reason
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 V = TypeVar("V")
-
-
-class ParseError(GrumemError):
-    """An answer that is not exactly the expected tag shape; names the failing tag."""
-
-    def __init__(self, tag: str, reason: str, text: str):
-        self.tag = tag  # the tag's name without brackets: think, check, evidence, ...
-        self.reason = reason
-        self.raw = text
-        if len(text) > MAX_RAW:
-            self.raw = f"{text[:MAX_RAW]}...[truncated: {len(text)} characters in all]"
-        super().__init__(f"<{tag}>: {reason}")
-
-    def to_json(self) -> dict[str, str]:
-        return {"tag": self.tag, "reason": self.reason, "raw": self.raw}
 
 
 @overload

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grumem.core.tokens import count_tokens_cached, count_tokens_within
-from grumem.errors import GrumemError
+from grumem.errors import BudgetError, TemplateError
 from grumem.io.paths import TEMPLATES_DIR
 
 DEFAULT_TEMPLATE = TEMPLATES_DIR / "gru-mem.txt"
@@ -25,21 +25,6 @@ NO_PREVIOUS_MEMORY = "No previous memory"
 
 SLOTS = ("prompt", "memory", "chunk")
 _SLOT_RE = re.compile(r"\{(prompt|memory|chunk)\}")
-
-
-class TemplateError(GrumemError, ValueError):
-    pass
-
-
-class BudgetError(GrumemError, ValueError):
-    """The assembled prompt does not fit; names the component that overflowed."""
-
-    def __init__(self, component: str, tokens: int, limit: int, detail: str = ""):
-        self.component = component
-        self.tokens = tokens
-        self.limit = limit
-        msg = f"over budget: {component} is {tokens} tokens, limit {limit}"
-        super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,8 @@ import json
 import os
 from typing import Any
 
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, sha256_file, stdlib_loads, validate
-
-
-class ExportRefused(GrumemError):
-    """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
+from grumem.errors import ExportRefused, RecordError
+from grumem.io.jsonl import sha256_file, stdlib_loads, validate
 
 
 def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from grumem.corpus.log_reader import (
     response_text,
 )
 from grumem.corpus.trajectory_check import fast_check
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, dumps_bytes_where, fast_validator
+from grumem.errors import GrumemError, RecordError
+from grumem.io.jsonl import dumps_bytes_where, fast_validator
 from grumem.io.labels import Labels
 
 MISSING_SHOWN = 5

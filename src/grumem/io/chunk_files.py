@@ -7,15 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grumem.io.jsonl import (
-    NestingError,
-    RecordError,
-    loads,
-    open_input,
-    read_jsonl,
-    sha256_text,
-    validate,
-)
+from grumem.errors import NestingError, RecordError
+from grumem.io.jsonl import loads, open_input, read_jsonl, sha256_text, validate
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {

@@ -27,7 +27,7 @@ import fastjsonschema
 import orjson
 import yaml
 
-from grumem.errors import GrumemError
+from grumem.errors import GrumemError, NestingError, RecordError, WriteError
 from grumem.io.paths import SCHEMAS_DIR
 from grumem.io.startup_cache import cached_validator
 
@@ -38,23 +38,6 @@ if TYPE_CHECKING:
 # the compiled check rejects: it is imported only then, or by the config's validation
 
 
-class RecordError(GrumemError, ValueError):
-    """A record that cannot be used, located by file, line and field."""
-
-    def __init__(self, path: str | os.PathLike[str], line: int | None, field: str | None, why: str):
-        self.path = str(path)
-        self.line = line
-        self.field = field
-        self.why = why
-        super().__init__(_located(self.path, line, field, why))
-
-
-def _located(path: str, line: int | None, field: str | None, why: str) -> str:
-    where = path if line is None else f"{path}:{line}"
-    what = f" field '{field}'" if field else ""
-    return f"{where}:{what} {why}".replace(":  ", ": ")
-
-
 # How deep arrays and objects may nest in any JSON (or YAML) grumem reads. The
 # deepest nesting in the repository's transcripts and records is 10 (OpenHands
 # events); the stdlib's parser and msgspec raise RecursionError at ~990 (Python's
@@ -62,37 +45,6 @@ def _located(path: str, line: int | None, field: str | None, why: str) -> str:
 # and orjson refuses more than 1024 itself. 256 leaves the stack a reader is
 # called from, and the recursive walks over a parsed value, their room.
 MAX_JSON_DEPTH = 256
-
-
-class NestingError(RecordError, json.JSONDecodeError):
-    """JSON nested deeper than MAX_JSON_DEPTH, refused before any parser recurses that
-    deep. A RecordError naming the file, line and field when raised with a path; also a
-    JSONDecodeError (as orjson's own refusal past 1024 is), so a reader that turns bad
-    JSON into an error of its own, or into "not JSON", does the same with this one.
-
-    `depth` is how deep the text nests, None when only "more than the limit" is
-    known; `pos`, `lineno` and `colno` (JSONDecodeError's) point at the first bracket
-    past the limit when the text is known."""
-
-    def __init__(
-        self,
-        depth: int | None,
-        path: str | os.PathLike[str] | None = None,
-        line: int | None = None,
-        field: str | None = None,
-        at: tuple[int, int, int] = (0, 1, 1),
-    ):
-        why = nesting_why(depth)
-        self.depth = depth
-        self.path = None if path is None else str(path)
-        self.line, self.field, self.why = line, field, why
-        # JSONDecodeError's attributes, set here: its __init__ words its own message
-        self.msg, self.doc = why, ""
-        self.pos, self.lineno, self.colno = at
-        # not RecordError.__init__: its super() would reach JSONDecodeError's
-        Exception.__init__(
-            self, why if self.path is None else _located(self.path, line, field, why)
-        )
 
 
 def nesting_why(depth: int | None, kind: str = "JSON") -> str:
@@ -172,7 +124,8 @@ def nesting_error(
         at = (past, text.count(nl, 0, past) + 1, past - text.rfind(nl, 0, past))
         if locate:
             line = at[1]
-    return NestingError(depth if depth > MAX_JSON_DEPTH else None, path, line, field, at)
+    found = depth if depth > MAX_JSON_DEPTH else None
+    return NestingError(found, nesting_why(found), path, line, field, at)
 
 
 def shallow(
@@ -635,10 +588,6 @@ def _orjson_agrees(value: Any) -> bool:
 
 # errors only a write meets: the one-line message names the file being written
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
-
-
-class WriteError(GrumemError):
-    """An output that cannot be written (disk full, read-only), naming the path."""
 
 
 def _write_error(path: str | os.PathLike[str], e: OSError) -> WriteError:

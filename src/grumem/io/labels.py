@@ -8,11 +8,10 @@ would silently pair every turn with another chunk's label.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, read_jsonl_fast
+from grumem.errors import RecordError
+from grumem.io.jsonl import read_jsonl_fast
 
 Pair = tuple[str, str]  # (query_id, chunk_sha)
 
@@ -32,28 +31,6 @@ class Labels:
 
     def __len__(self) -> int:
         return len(self.evidence)
-
-
-class MissingLabelsError(GrumemError):
-    """Turns whose (query_id, chunk_sha) has no label: the export cannot score them."""
-
-    def __init__(
-        self,
-        labels_path: str,
-        count: int,
-        examples: Iterable[str],
-        shown: int,
-        what: str | None = None,
-    ):
-        self.count = count
-        examples = list(examples)
-        more = "" if count <= shown else f" (first {shown} shown)"
-        super().__init__(
-            f"{what or f'{count} turn(s)'} have no label in {labels_path}{more}: "
-            + "; ".join(examples)
-            + ". Labels join by (query_id, chunk_sha): a re-chunked session or a label file"
-            " made for other chunks does not match; relabel these chunks."
-        )
 
 
 def load_labels(path: str | os.PathLike[str]) -> Labels:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from grumem.core.recording import response_bytes
-from grumem.errors import GrumemError
+from grumem.errors import CacheError, CorruptEntry
 from grumem.io.jsonl import (
     atomic_writer,
     compile_fast,
@@ -49,65 +49,6 @@ if TYPE_CHECKING:
     import jsonschema
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-class CacheError(GrumemError):
-    """A cache entry that cannot be used; names the file."""
-
-
-class CorruptEntry(CacheError):
-    """A cache entry that fails its checks: never served. `moved_to` is where it was
-    set aside (live mode), else None; `label` names the request for people."""
-
-    def __init__(
-        self,
-        path: Path,
-        sha: str,
-        reason: str,
-        *,
-        label: str = "",
-        moved_to: Path | None = None,
-        not_moved: str | None = None,
-    ):
-        self.path = path
-        self.sha = sha
-        self.reason = reason
-        self.label = label
-        self.moved_to = moved_to
-        self.not_moved = not_moved
-        where = f" ({label})" if label else ""
-        super().__init__(
-            f"{path}: the cache entry of request {sha}{where} is corrupt: {reason}; "
-            f"{self._what_to_do()}"
-        )
-
-    def for_request(self, label: str) -> CorruptEntry:
-        """The same error, naming the request as the caller knows it."""
-        return CorruptEntry(
-            self.path,
-            self.sha,
-            self.reason,
-            label=label,
-            moved_to=self.moved_to,
-            not_moved=self.not_moved,
-        )
-
-    def _what_to_do(self) -> str:
-        if self.moved_to is not None:
-            return (
-                f"it was moved to {self.moved_to}. Rerun to send this request again (its "
-                "answer takes the entry's place), or first restore the entry from a good "
-                "copy of the cache to keep the recorded answer"
-            )
-        if self.not_moved is not None:
-            return (
-                f"it could not be moved aside ({self.not_moved}): delete it and rerun to "
-                "send this request again, or restore it from a good copy of the cache"
-            )
-        return (
-            "replay serves only intact answers: restore the entry from a good copy of the "
-            "cache, or delete it and run in llm.mode: live to send this request again"
-        )
 
 
 class ResponseCache:

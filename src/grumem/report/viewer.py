@@ -48,7 +48,8 @@ from typing import IO, Any
 
 from grumem.core.template import DEFAULT_TEMPLATE, load_template, memory_text
 from grumem.corpus.log_reader import LogReader, LogTrajectory, group_trajectories
-from grumem.io.jsonl import RecordError, atomic_writer, read_jsonl_fast
+from grumem.errors import RecordError
+from grumem.io.jsonl import atomic_writer, read_jsonl_fast
 
 VIEWER = "viewer.html"
 DEFAULT_MAX_TRAJECTORIES = 500

@@ -42,7 +42,7 @@ from typing import IO, Any
 
 from grumem.core.advantages import ALPHA, ReturnWeights
 from grumem.corpus.advantage_table import AdvantageTable, Scores
-from grumem.corpus.calibration_gate import ExportRefused, check_calibration
+from grumem.corpus.calibration_gate import check_calibration
 from grumem.corpus.card import CARD, card_text
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.parquet import PARQUET_SCHEMA, ParquetSink
@@ -54,10 +54,10 @@ from grumem.corpus.trajectory import (
     record_bytes,
     trajectory,
 )
-from grumem.errors import GrumemError
+from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import atomic_files, sha256_file, validate
-from grumem.io.labels import Labels, MissingLabelsError, load_labels
+from grumem.io.labels import Labels, load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
 __all__ += ["format_summary", "main"]

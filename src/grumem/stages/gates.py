@@ -14,7 +14,8 @@ from itertools import groupby
 
 from grumem.core.loop import interpret, memory_after, user_message
 from grumem.core.recording import check_request, check_response
-from grumem.io.jsonl import RecordError, loads, read_jsonl
+from grumem.errors import RecordError
+from grumem.io.jsonl import loads, read_jsonl
 
 
 def sent_user_message(body: str) -> str:

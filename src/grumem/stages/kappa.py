@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grumem.config.settings import load_queries
-from grumem.core.kappa import Kappa, KappaError, check_in_project, check_independent, kappa_between
-from grumem.errors import GrumemError
+from grumem.core.kappa import Kappa, check_in_project, check_independent, kappa_between
+from grumem.errors import GrumemError, KappaError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import read_jsonl_fast, sha256_file, validate, write_json
 from grumem.io.labels import load_labels

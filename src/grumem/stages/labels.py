@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from grumem.io.jsonl import RecordError, read_jsonl, write_jsonl
+from grumem.errors import RecordError
+from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.stages.judge import format_summary, summary
 
 

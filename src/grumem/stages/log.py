@@ -13,7 +13,8 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from grumem.io.jsonl import RecordError, loads, read_jsonl
+from grumem.errors import RecordError
+from grumem.io.jsonl import loads, read_jsonl
 from grumem.record_types import LogEarlierAsk, LogLine
 
 _GATE_FIELDS = (

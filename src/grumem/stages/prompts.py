@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.core.template import BudgetError, PromptBuilder
+from grumem.core.template import PromptBuilder
 from grumem.core.tokens import count_tokens
-from grumem.errors import GrumemError
+from grumem.errors import BudgetError, GrumemError
 from grumem.io.chunk_files import iter_sessions
 from grumem.stages.sessions import check_session
 

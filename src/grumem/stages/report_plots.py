@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grumem.io.jsonl import RecordError, atomic_writer, read_jsonl_fast
+from grumem.errors import RecordError
+from grumem.io.jsonl import atomic_writer, read_jsonl_fast
 from grumem.report.plots import BarChart, Series, render_svg
 
 PLOTS = ("r_update_by_t.svg", "t_last_evidence.svg", "parse_rate_by_t.svg", "latency.svg")

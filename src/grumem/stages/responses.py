@@ -18,9 +18,9 @@ from itertools import groupby
 from typing import Any
 
 from grumem.core.loop import ask_seed, interpret, memory_after, stops, user_message
-from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, BudgetError, check_budget, memory_text
+from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, check_budget, memory_text
 from grumem.core.tokens import count_tokens_cached, count_tokens_refilled, token_bound
-from grumem.errors import GrumemError
+from grumem.errors import BudgetError, GrumemError
 from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.io.progress import Progress
 from grumem.llm.grammar import fitting_text_chars, grammar_fields

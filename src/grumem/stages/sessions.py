@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from grumem.errors import GrumemError
+from grumem.errors import GrumemError, RecordError
 from grumem.io.chunk_files import expand_chunk_paths
-from grumem.io.jsonl import RecordError, read_jsonl_fast, stdlib_loads
+from grumem.io.jsonl import read_jsonl_fast, stdlib_loads
 
 
 def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict]:

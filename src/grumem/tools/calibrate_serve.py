@@ -49,16 +49,12 @@ from typing import Any
 from aiohttp import web
 
 from grumem.core.calibration import SKIP
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, atomic_writer, checked, dumps_bytes, json_line, read_jsonl
+from grumem.errors import GrumemError, RecordError, SampleChanged
+from grumem.io.jsonl import atomic_writer, checked, dumps_bytes, json_line, read_jsonl
 from grumem.report.viewer import csp_hash
 
 ANSWERS = {"yes": True, "no": False, "skip": SKIP}
 TOKEN_HEADER = "X-Grumem-Token"
-
-
-class SampleChanged(GrumemError):
-    """The sample file no longer holds the pair the page answered (edited meanwhile)."""
 
 
 @dataclass(frozen=True)

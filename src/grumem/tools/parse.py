@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grumem.core.gate_parser import ParseError, parse_gate_response
-from grumem.errors import GrumemError
+from grumem.core.gate_parser import parse_gate_response
+from grumem.errors import GrumemError, ParseError
 from grumem.io.jsonl import dumps
 
 

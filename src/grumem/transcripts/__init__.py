@@ -25,8 +25,8 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, open_input
+from grumem.errors import GrumemError, RecordError, UnknownFormatError
+from grumem.io.jsonl import open_input
 from grumem.transcripts.base import HEAD_BYTES, Head, NotThisFormat, Session, SessionStream
 from grumem.transcripts.formats import (
     aider,
@@ -74,10 +74,6 @@ FORMATS: dict[str, Any] = {
 PLUGIN_GROUP = "grumem.transcript_formats"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-class UnknownFormatError(GrumemError, ValueError):
-    pass
 
 
 @cache

@@ -18,8 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from grumem.errors import RecordError
 from grumem.io import jsonl as records
-from grumem.io.jsonl import RecordError, dumps
+from grumem.io.jsonl import dumps
 
 ROLES = ("user", "assistant", "tool_result", "system")
 

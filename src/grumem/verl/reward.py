@@ -39,8 +39,9 @@ from collections.abc import Mapping
 from numbers import Integral
 from typing import Any
 
-from grumem.core.gate_parser import ParseError, parse_gate_response
+from grumem.core.gate_parser import parse_gate_response
 from grumem.core.rewards import EXIT_NO_EVIDENCE, exit_decision, r_exit, r_format, r_update
+from grumem.errors import ParseError
 
 W_UPDATE = 1.0
 W_EXIT = 1.0

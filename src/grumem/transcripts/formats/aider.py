@@ -39,7 +39,8 @@ import os
 import re
 from pathlib import Path
 
-from grumem.io.jsonl import RecordError, open_input
+from grumem.errors import RecordError
+from grumem.io.jsonl import open_input
 from grumem.transcripts.base import (
     Detection,
     Head,

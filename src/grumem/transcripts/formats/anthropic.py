@@ -39,7 +39,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

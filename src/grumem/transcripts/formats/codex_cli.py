@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

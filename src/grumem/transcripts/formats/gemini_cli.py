@@ -41,7 +41,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from grumem.io.jsonl import RecordError, dumps
+from grumem.errors import RecordError
+from grumem.io.jsonl import dumps
 from grumem.transcripts.base import (
     Detection,
     Head,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

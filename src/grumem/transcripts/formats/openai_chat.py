@@ -19,7 +19,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from grumem.io.jsonl import RecordError
+from grumem.errors import RecordError
 from grumem.transcripts.base import (
     ROLES,
     Detection,
