@@ -6,7 +6,7 @@ A value orjson parsed is walked level by level for its depth (grumem.io.jsonl.va
 the text is scanned (text_depth) only on the error path. Prints, per realistic input,
 the time to parse (orjson.loads), to walk, the reader's whole call (json_line, or
 loads for a document), and the walk as a share of the parse; then the typed log-line
-decoder (msgspec, scalars only) and the error path on a 100,000-deep line.
+decoder (msgspec, grumem.records.log) and the error path on a 100,000-deep line.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import orjson
 
-from grumem.corpus.log_line import decode_line
 from grumem.errors import NestingError
 from grumem.io.jsonl import dumps, json_line, loads, text_depth, value_depth
+from grumem.records.log import LogLine
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = (ROOT / "src" / "grumem" / "jsonl.py").read_text(encoding="utf-8")
+SOURCE = (ROOT / "src" / "grumem" / "io" / "jsonl.py").read_text(encoding="utf-8")
 
 
 def per_call_us(f, number: int) -> float:
@@ -75,9 +75,8 @@ def main() -> None:
             f"{name:28} {len(data):>10} {parse:>10.1f} {walk:>9.1f} {reader:>10.1f} {share:>9.0%}"
         )
     code_log = inputs()["log line, code-heavy chunk"]
-    assert decode_line(code_log) is not None
-    decode = per_call_us(lambda: decode_line(code_log), 2000)
-    print(f"decode_line (msgspec, typed), code-heavy log line: {decode:.1f} µs")
+    decode = per_call_us(lambda: LogLine.decode(code_log), 2000)
+    print(f"LogLine.decode (msgspec, typed), code-heavy log line: {decode:.1f} µs")
     deep = b"[" * 100_000 + b"]" * 100_000
     assert text_depth(deep)[0] == 100_000
 

@@ -6,6 +6,7 @@ do. The hierarchy, by what went wrong:
     GrumemError
     ├── RecordError (ValueError)        a record or file that cannot be used: path, line, field
     │   └── NestingError (JSONDecodeError)  JSON (or YAML) nested past the depth limit
+    ├── RecordShapeError (ValueError)   a value that is not its record class's shape: field
     ├── WriteError                      an output that cannot be written (disk full, read-only)
     ├── UnknownFormatError (ValueError) a transcript no format reader accepts
     ├── ParseError                      an answer that is not the strict tag shape (tag, reason)
@@ -93,6 +94,16 @@ class NestingError(RecordError, json.JSONDecodeError):
         Exception.__init__(
             self, why if self.path is None else _located(self.path, line, field, why)
         )
+
+
+class RecordShapeError(GrumemError, ValueError):
+    """A value that is not the shape of its record class (grumem.records), naming the
+    field by its JSON path; a reader that knows the file and line says them too."""
+
+    def __init__(self, field: str | None, why: str):
+        self.field = field
+        self.why = why
+        super().__init__(f"{field or '(record)'}: {why}")
 
 
 class WriteError(GrumemError):

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grumem.core.recording import body_json, check_request, recorded_content
-from grumem.corpus.log_line import decode_line
 from grumem.errors import RecordError
-from grumem.io.jsonl import checked, json_line, open_input
+from grumem.io.jsonl import open_input
+from grumem.io.typed import decode_line
+from grumem.records.log import EarlierAsk, LogLine
+from grumem.records.response import Request
 
 # the fields every line of a trajectory repeats
 TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")
@@ -21,48 +23,43 @@ TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model
 
 @dataclass
 class LogReader:
-    """Validated log lines with their line numbers; hashes the bytes as it goes
-    (unless `hash` is false)."""
+    """The log's lines as checked LogLines with their line numbers; hashes the bytes
+    as it goes (unless `hash` is false)."""
 
     path: str
     sha256: Any = field(default_factory=hashlib.sha256)
     hash: bool = True
 
-    def __iter__(self) -> Iterator[tuple[int, Any]]:
+    def __iter__(self) -> Iterator[tuple[int, LogLine]]:
         path, update = self.path, self.sha256.update
         with open_input(path) as f:
             for lineno, raw in enumerate(f, start=1):
                 if self.hash:
                     update(raw)
-                record = decode_line(raw)
-                if record is None:  # the reference path: the record, or why not
-                    record = checked(json_line(path, lineno, raw), "log", path, lineno)
-                yield lineno, record
+                yield lineno, decode_line(path, lineno, raw, LogLine)
 
 
 @dataclass
 class LogTrajectory:
     """The lines of one trajectory: its trainable turns and the abort line, if any."""
 
-    turns: list[tuple[int, dict[str, Any]]]
-    abort: tuple[int, dict[str, Any]] | None
+    turns: list[tuple[int, LogLine]]
+    abort: tuple[int, LogLine] | None
 
     @property
-    def first(self) -> dict[str, Any]:
-        return (self.turns[0] if self.turns else self.abort)[1]
+    def first(self) -> LogLine:
+        return (self.turns[0] if self.turns else self.abort)[1]  # type: ignore[index]
 
 
-def group_trajectories(
-    path: str, lines: Iterator[tuple[int, dict[str, Any]]]
-) -> Iterator[LogTrajectory]:
+def group_trajectories(path: str, lines: Iterator[tuple[int, LogLine]]) -> Iterator[LogTrajectory]:
     """Contiguous runs of one trajectory_id, checked: t = 1, 2, … with no gap, the
     trajectory's fields constant, nothing after an abort, no id seen twice."""
     seen: set[str] = set()  # ids only: grows with trajectories, not with turns
     current: LogTrajectory | None = None
     for lineno, rec in lines:
         check_line(path, lineno, rec)
-        tid = rec["trajectory_id"]
-        if current is not None and tid != current.first["trajectory_id"]:
+        tid = rec.trajectory_id
+        if current is not None and tid != current.first.trajectory_id:
             yield current
             current = None
         if current is None:
@@ -87,23 +84,24 @@ def group_trajectories(
                 )
             first = current.first
             for name in TRAJECTORY_FIELDS:
-                if rec[name] != first[name]:
+                if getattr(rec, name) != getattr(first, name):
                     raise RecordError(
                         path,
                         lineno,
                         name,
-                        f"{rec[name]!r} differs from {first[name]!r} earlier in trajectory {tid!r}",
+                        f"{getattr(rec, name)!r} differs from {getattr(first, name)!r}"
+                        f" earlier in trajectory {tid!r}",
                     )
-            expected_t = current.turns[-1][1]["t"] + 1
-        if rec["t"] != expected_t:
+            expected_t = current.turns[-1][1].t + 1
+        if rec.t != expected_t:
             raise RecordError(
                 path,
                 lineno,
                 "t",
-                f"trajectory {tid!r} expects t={expected_t} here, found {rec['t']}"
+                f"trajectory {tid!r} expects t={expected_t} here, found {rec.t}"
                 " (turns must be contiguous and ascending from 1)",
             )
-        if rec["status"] == "aborted":
+        if rec.status == "aborted":
             current.abort = (lineno, rec)
         else:
             current.turns.append((lineno, rec))
@@ -111,21 +109,21 @@ def group_trajectories(
         yield current
 
 
-def check_line(path: str, lineno: int, rec: dict[str, Any]) -> None:
+def check_line(path: str, lineno: int, rec: LogLine) -> None:
     """Cross-field rules the log schema cannot say."""
-    if rec["status"] == "aborted":
-        if rec["abort"] is None:
+    if rec.status == "aborted":
+        if rec.abort is None:
             raise RecordError(path, lineno, "abort", "an aborted turn must say why (abort is null)")
         return
     for name in ("request", "response"):
-        if rec[name] is None:
+        if getattr(rec, name) is None:
             raise RecordError(path, lineno, name, f"status is ok but {name} is null")
-    if rec["abort"] is not None:
+    if rec.abort is not None:
         raise RecordError(path, lineno, "abort", "status is ok but abort is set")
-    gates = (rec["update_gate"], rec["exit_gate"])
-    if rec["parsed"] and not all(isinstance(g, bool) for g in gates):
+    gates = (rec.update_gate, rec.exit_gate)
+    if rec.parsed and not all(isinstance(g, bool) for g in gates):
         raise RecordError(path, lineno, "update_gate", "parsed is true but a gate is null")
-    if not rec["parsed"] and any(g is not None for g in gates):
+    if not rec.parsed and any(g is not None for g in gates):
         raise RecordError(
             path,
             lineno,
@@ -134,7 +132,7 @@ def check_line(path: str, lineno: int, rec: dict[str, Any]) -> None:
         )
 
 
-def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[dict[str, str]]:
+def recorded_messages(path: str, lineno: int, request: Request) -> list[dict[str, str]]:
     """The chat messages exactly as sent: the recorded body, verified, never rebuilt."""
     body = check_request(path, lineno, request)
     try:
@@ -164,11 +162,11 @@ def recorded_messages(path: str, lineno: int, request: dict[str, Any]) -> list[d
     return messages
 
 
-def response_text(path: str, lineno: int, field: str, ask: dict[str, Any]) -> str | None:
+def response_text(path: str, lineno: int, field: str, ask: LogLine | EarlierAsk) -> str | None:
     """The assistant text of one recorded ask, derived from its sha-checked body; the
     log's `content` must say the same (it is what the gates were parsed from)."""
-    text = recorded_content(path, lineno, ask["response"])
-    if text != ask["content"]:
+    text = recorded_content(path, lineno, ask.response)
+    if text != ask.content:
         raise RecordError(
             path,
             lineno,
@@ -180,10 +178,10 @@ def response_text(path: str, lineno: int, field: str, ask: dict[str, Any]) -> st
     return text
 
 
-def earlier_ask(path: str, lineno: int, field: str, ask: dict[str, Any]) -> dict[str, Any]:
+def earlier_ask(path: str, lineno: int, field: str, ask: EarlierAsk) -> dict[str, Any]:
     """An ask before the turn's last, as the corpus keeps it: checked like the last."""
-    check_request(path, lineno, ask["request"])
-    if ask["parsed"]:
+    check_request(path, lineno, ask.request)
+    if ask.parsed:
         raise RecordError(
             path,
             lineno,
@@ -192,9 +190,9 @@ def earlier_ask(path: str, lineno: int, field: str, ask: dict[str, Any]) -> dict
             " after a parse failure",
         )
     return {
-        "ask": ask["ask"],
-        "request_sha256": ask["request"]["sha256"],
+        "ask": ask.ask,
+        "request_sha256": ask.request.sha256,
         "response": response_text(path, lineno, f"{field}.content", ask),
-        "parsed": ask["parsed"],
-        "parse_error": ask["parse_error"],
+        "parsed": ask.parsed,
+        "parse_error": None if ask.parse_error is None else ask.parse_error.to_dict(),
     }

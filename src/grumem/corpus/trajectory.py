@@ -15,10 +15,10 @@ from grumem.corpus.log_reader import (
     recorded_messages,
     response_text,
 )
-from grumem.corpus.trajectory_check import fast_check
-from grumem.errors import GrumemError, RecordError
+from grumem.errors import GrumemError, RecordError, RecordShapeError
 from grumem.io.jsonl import dumps_bytes_where, fast_validator
 from grumem.io.labels import Labels
+from grumem.records.trajectory import Trajectory
 
 MISSING_SHOWN = 5
 
@@ -44,15 +44,19 @@ class Missing:
 
 
 def check_trajectory(record: dict[str, Any]) -> None:
-    """A corpus line against workflow/schemas/trajectory.schema.yaml (a bug if it fails)."""
-    if fast_check(record):
-        return
+    """A corpus line against workflow/schemas/trajectory.schema.yaml, by its record class
+    in one C pass (a bug if it fails: the compiled schema then words why)."""
     try:
-        fast_validator("trajectory")(record)
-    except fastjsonschema.JsonSchemaValueException as e:
+        Trajectory.convert(record)
+    except RecordShapeError as e:
+        why = f"{e.field or '(record)'}: {e.why}"
+        try:
+            fast_validator("trajectory")(record)
+        except fastjsonschema.JsonSchemaValueException as schema_error:
+            why = schema_error.message
         raise GrumemError(
             f"internal error: trajectory {record.get('trajectory_id')!r} does not"
-            f" match trajectory.schema.yaml: {e.message}"
+            f" match trajectory.schema.yaml: {why}"
         ) from None
 
 
@@ -82,49 +86,49 @@ def trajectory(
     and the earlier asks but their `parsed`, and so skips the recordings' checks:
     the full pass makes them, and fails before anything is kept."""
     first = traj.first
-    tid, query_id = first["trajectory_id"], first["query_id"]
+    tid, query_id = first.trajectory_id, first.query_id
     turns: list[dict[str, Any]] = []
     gates: list[TurnGates] = []
     parsed_asks: list[bool] = []
     for lineno, rec in traj.turns:
+        request, attempt = rec.request, rec.response
+        assert request is not None and attempt is not None  # check_line: status ok
         if rewards_only:
             messages, response = None, None
-            earlier = [{"parsed": a["parsed"]} for a in rec["earlier_asks"]]
+            earlier = [{"parsed": a.parsed} for a in rec.earlier_asks]
         else:
-            messages = recorded_messages(path, lineno, rec["request"])
+            messages = recorded_messages(path, lineno, request)
             response = response_text(path, lineno, "content", rec)
             earlier = [
                 earlier_ask(path, lineno, f"earlier_asks.{i}", a)
-                for i, a in enumerate(rec["earlier_asks"])
+                for i, a in enumerate(rec.earlier_asks)
             ]
-        label = labels.get(query_id, rec["chunk_sha"])
+        label = labels.get(query_id, rec.chunk_sha)
         if label is None:
-            missing.add("turn", f"{path}:{lineno} {tid} t={rec['t']}", query_id, rec["chunk_sha"])
+            missing.add("turn", f"{path}:{lineno} {tid} t={rec.t}", query_id, rec.chunk_sha)
             continue
         if missing:
             continue
         turns.append(
             {
-                "t": rec["t"],
+                "t": rec.t,
                 "prompt": messages,
                 "response": response,
                 "r_update": None,  # filled below, once the trajectory is complete
-                "parsed": rec["parsed"],
-                "chunk_sha": rec["chunk_sha"],
+                "parsed": rec.parsed,
+                "chunk_sha": rec.chunk_sha,
                 "label": label,
-                "update_gate": rec["update_gate"],
-                "exit_gate": rec["exit_gate"],
-                "attempt": rec["response"]["attempt"],
-                "asks": rec["asks"],
+                "update_gate": rec.update_gate,
+                "exit_gate": rec.exit_gate,
+                "attempt": attempt.attempt,
+                "asks": rec.asks,
                 "earlier_asks": earlier,
-                "request_sha256": rec["request"]["sha256"],
+                "request_sha256": request.sha256,
                 "response_model": rec.get("response_model"),
             }
         )
-        parsed_asks += [a["parsed"] for a in earlier] + [rec["parsed"]]
-        gates.append(
-            TurnGates(rec["t"], rec["parsed"], rec["update_gate"], rec["exit_gate"], label)
-        )
+        parsed_asks += [a["parsed"] for a in earlier] + [rec.parsed]
+        gates.append(TurnGates(rec.t, rec.parsed, rec.update_gate, rec.exit_gate, label))
     evidence = session_evidence(path, traj, labels, sessions, missing)
     if missing or not turns:
         return None
@@ -132,7 +136,7 @@ def trajectory(
     rewards = score_trajectory(gates, evidence, traj.abort is not None, parsed_asks)
     for turn, r in zip(turns, rewards.r_update, strict=True):
         turn["r_update"] = r
-    abort = traj.abort[1] if traj.abort else None
+    abort = traj.abort[1].abort if traj.abort else None
     record = {
         "trajectory_id": tid,
         "turns": turns,
@@ -142,14 +146,10 @@ def trajectory(
         "r_outcome": rewards.r_outcome,
         "t_exit": rewards.t_exit,
         "t_last_evidence": rewards.t_last_evidence,
-        **{name: first[name] for name in TRAJECTORY_FIELDS},
+        **{name: getattr(first, name) for name in TRAJECTORY_FIELDS},
         "aborted": None
-        if abort is None
-        else {
-            "t": abort["t"],
-            "reason": abort["abort"]["reason"],
-            "component": abort["abort"]["component"],
-        },
+        if traj.abort is None or abort is None
+        else {"t": traj.abort[1].t, "reason": abort.reason, "component": abort.component},
     }
     return record
 
@@ -166,24 +166,24 @@ def session_evidence(
     if sessions is None:
         return None
     first = traj.first
-    session, query_id = first["session"], first["query_id"]
-    lineno = (traj.turns[0] if traj.turns else traj.abort)[0]
+    session, query_id = first.session, first.query_id
+    lineno = (traj.turns[0] if traj.turns else traj.abort)[0]  # type: ignore[index]
     shas = sessions.get(session)
     if shas is None:
         raise RecordError(
             path, lineno, "session", f"session {session!r} is in none of the chunk files given"
         )
     for ln, rec in [*traj.turns, *([traj.abort] if traj.abort else [])]:
-        t = rec["t"]
-        if t > len(shas) or shas[t - 1] != rec["chunk_sha"]:
+        t = rec.t
+        if t > len(shas) or shas[t - 1] != rec.chunk_sha:
             raise RecordError(
                 path,
                 ln,
                 "chunk_sha",
-                f"turn t={t} of {first['trajectory_id']!r} is not chunk {t} of"
+                f"turn t={t} of {first.trajectory_id!r} is not chunk {t} of"
                 f" session {session!r} in the chunk files: re-chunked since the run?",
             )
-    visited = {rec["t"] for _, rec in traj.turns}  # their missing labels are counted already
+    visited = {rec.t for _, rec in traj.turns}  # their missing labels are counted already
     evidence: list[tuple[int, bool]] = []
     for t, sha in enumerate(shas, start=1):
         label = labels.get(query_id, sha)

@@ -14,20 +14,12 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads, read_jsonl
-from grumem.record_types import LogEarlierAsk, LogLine
-
-_GATE_FIELDS = (
-    "content",
-    "finish_reason",
-    "parsed",
-    "update_gate",
-    "exit_gate",
-    "candidate",
-    "think",
-    "parse_error",
-)
-_EARLIER_ASK_FIELDS = ("content", "finish_reason", "parsed", "parse_error")
+from grumem.io.jsonl import loads
+from grumem.io.typed import read_records
+from grumem.records.gate import GateRecord
+from grumem.records.log import Abort, EarlierAsk, LogLine
+from grumem.records.prompt import PromptRecord
+from grumem.records.response import AbortRecord, ExchangeRecord, ResponseRecord
 
 
 def join_shard(
@@ -38,69 +30,79 @@ def join_shard(
     model: str,
 ) -> Iterator[LogLine]:
     """Log lines of one shard, in the prompts' order; only turns that happened."""
-    prompts = list(read_jsonl(prompts_path, "prompt"))
-    by_turn: dict[tuple[str, int], list[dict]] = {}
-    aborts: dict[tuple[str, int], dict] = {}
-    for rec in read_jsonl(responses_path, "response"):
-        key = (rec["trajectory_id"], rec["t"])
-        if rec["kind"] == "abort":
+    prompts = [p for _, p in read_records(prompts_path, PromptRecord)]
+    by_turn: dict[tuple[str, int], list[ExchangeRecord]] = {}
+    aborts: dict[tuple[str, int], AbortRecord] = {}
+    for _, rec in read_records(responses_path, ResponseRecord):  # type: ignore[arg-type]
+        key = (rec.trajectory_id, rec.t)
+        if isinstance(rec, AbortRecord):
             aborts[key] = rec
         else:
             by_turn.setdefault(key, []).append(rec)
-    gates = {(g["trajectory_id"], g["t"], g["ask"]): g for g in read_jsonl(gates_path, "gate")}
+    gates = {(g.trajectory_id, g.t, g.ask): g for _, g in read_records(gates_path, GateRecord)}
     memory: dict[str, str | None] = {}  # each trajectory's M_t so far
     for p in prompts:
-        key = (p["trajectory_id"], p["t"])
+        key = (p.trajectory_id, p.t)
         asks = by_turn.get(key, [])
         abort = aborts.get(key)
         if not asks and abort is None:
             continue  # not reached: the trajectory ended earlier (L2 exit or an abort)
         common = dict(
-            trajectory_id=p["trajectory_id"],
-            project=p["project"],
-            query_id=p["query_id"],
-            session=p["session"],
-            sample=p["sample"],
+            trajectory_id=p.trajectory_id,
+            project=p.project,
+            query_id=p.query_id,
+            session=p.session,
+            sample=p.sample,
             level=level,
-            model=loads(asks[-1]["request"]["body"], responses_path, None, "request.body")["model"]
+            model=loads(asks[-1].request.body, responses_path, None, "request.body")["model"]
             if asks
             else model,
             # the model the answer names (provenance); None when no answer was recorded
             response_model=asks[-1].get("response_model") if asks else None,
-            t=p["t"],
-            chunk_sha=p["chunk_sha"],
+            t=p.t,
+            chunk_sha=p.chunk_sha,
             status="aborted" if abort else "ok",
             abort=None
             if abort is None
-            else {k: abort[k] for k in ("reason", "component", "detail")},
+            else Abort(reason=abort.reason, component=abort.component, detail=abort.detail),
             asks=len(asks),
         )
         if asks:
             last = asks[-1]
-            gate = _gate(gates, gates_path, key, last["ask"])
+            gate = _gate(gates, gates_path, key, last.ask)
             line = LogLine(
                 **common,
-                earlier_asks=tuple(
-                    LogEarlierAsk(
-                        ask=a["ask"],
-                        request=a["request"],
-                        response=a["response"],
-                        **{k: g[k] for k in _EARLIER_ASK_FIELDS},
+                earlier_asks=[
+                    EarlierAsk(
+                        ask=a.ask,
+                        request=a.request,
+                        response=a.response,
+                        content=g.content,
+                        finish_reason=g.finish_reason,
+                        parsed=g.parsed,
+                        parse_error=g.parse_error,
                     )
                     for a in asks[:-1]
-                    for g in [_gate(gates, gates_path, key, a["ask"])]
-                ),
-                memory_before=last["memory_before"],
-                memory_after=gate["memory_after"],
-                request=last["request"],
-                response=last["response"],
-                **{k: gate[k] for k in _GATE_FIELDS},
+                    for g in [_gate(gates, gates_path, key, a.ask)]
+                ],
+                memory_before=last.memory_before,
+                memory_after=gate.memory_after,
+                request=last.request,
+                response=last.response,
+                content=gate.content,
+                finish_reason=gate.finish_reason,
+                parsed=gate.parsed,
+                update_gate=gate.update_gate,
+                exit_gate=gate.exit_gate,
+                candidate=gate.candidate,
+                think=gate.think,
+                parse_error=gate.parse_error,
             )
         else:
-            before = memory.get(p["trajectory_id"])
+            before = memory.get(p.trajectory_id)
             line = LogLine(
                 **common,
-                earlier_asks=(),
+                earlier_asks=[],
                 memory_before=before,
                 memory_after=before,
                 request=None,
@@ -114,11 +116,16 @@ def join_shard(
                 think=None,
                 parse_error=None,
             )
-        memory[p["trajectory_id"]] = line.memory_after
+        memory[p.trajectory_id] = line.memory_after
         yield line
 
 
-def _gate(gates: dict, gates_path: str | os.PathLike[str], key: tuple[str, int], ask: int) -> dict:
+def _gate(
+    gates: dict[tuple[str, int, int], GateRecord],
+    gates_path: str | os.PathLike[str],
+    key: tuple[str, int],
+    ask: int,
+) -> GateRecord:
     gate = gates.get((*key, ask))
     if gate is None:
         raise RecordError(
@@ -139,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     """`grumem log`: the shards' prompts, responses and gates joined, one line per turn."""
     from grumem.config.settings import settings_from_args
     from grumem.errors import GrumemError
-    from grumem.io.jsonl import write_jsonl
+    from grumem.io.typed import write_records
 
     s = settings_from_args(args)
     if not len(args.prompts) == len(args.responses) == len(args.gates):
@@ -148,6 +155,6 @@ def main(args: argparse.Namespace) -> int:
         )
     shards = list(zip(args.prompts, args.responses, args.gates, strict=True))
     lines = join(shards, s["loop"]["level"], s["llm"]["model"])
-    n = write_jsonl(args.out, (line.to_dict() for line in lines), "log")
+    n = write_records(args.out, lines, LogLine)
     print(f"log: {n} turns written to {args.out}", file=sys.stderr)
     return 0

@@ -1,0 +1,105 @@
+"""JSON Lines read into, and written from, the record classes of grumem.records.
+
+A line is decoded and checked in one C pass (msgspec) into its record class, which
+mirrors its schema. A line the class refuses is not an error yet: it goes the
+reference way (grumem.io.jsonl: orjson or the stdlib, the depth and surrogate
+checks, then the schema), which names the file, line and field of what is wrong,
+or accepts it (a NaN, say, which is no JSON to msgspec), and the record is made
+from the value read. A record the schema accepts and its class does not (the
+class is stricter only where the writers never go: `r_format: 1.0`) is refused
+naming the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import typing
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+import msgspec
+
+from grumem.errors import RecordError
+from grumem.io.jsonl import (
+    MAX_JSON_DEPTH,
+    atomic_writer,
+    check_no_lone_surrogate,
+    checked,
+    json_line,
+    open_input,
+    validate,
+)
+from grumem.records import schema_name
+from grumem.records.base import JsonObject, Record, decoder, shape_error
+
+__all__ = ["decode_line", "read_records", "write_records"]
+
+R = TypeVar("R")
+
+
+def read_records(path: str | os.PathLike[str], kind: type[R]) -> Iterator[tuple[int, R]]:
+    """(line number, record) of a JSON Lines file of `kind`'s schema, streaming."""
+    with open_input(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            yield lineno, decode_line(path, lineno, raw, kind)
+
+
+def decode_line(path: str | os.PathLike[str], lineno: int, raw: bytes, kind: type[R]) -> R:
+    """One line as its record; a RecordError naming file, line and field if it is none."""
+    # a class holding values of any shape (a chunk record's `source`) lets msgspec
+    # recurse as deep as they nest: a line with more brackets than the depth limit
+    # goes the reference way, which measures its depth
+    if not (_open_values(kind) and raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH):
+        try:
+            return typing.cast(R, decoder(kind).decode(raw))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+    value = checked(json_line(path, lineno, raw), schema_name(kind), path, lineno)
+    try:
+        return msgspec.convert(value, kind, strict=True)
+    except msgspec.ValidationError as e:
+        error = shape_error(e)
+        raise RecordError(path, lineno, error.field, error.why) from None
+
+
+def write_records(path: str | os.PathLike[str], records: Iterable[Record], kind: Any) -> int:
+    """Write records of `kind` atomically, one JSON line each as grumem.io.jsonl.dumps
+    writes it, each checked against its class (so its schema) first; return how many."""
+    n = 0
+    check = decoder(kind).decode
+    with atomic_writer(path, "wb") as f:
+        for n, record in enumerate(records, start=1):
+            try:
+                data = record.encode()
+            except UnicodeEncodeError:
+                check_no_lone_surrogate(path, n, record.to_dict())  # names the field
+                raise
+            try:
+                check(data)
+            except msgspec.ValidationError as e:
+                validate(
+                    record.to_dict(), schema_name(kind), path, n
+                )  # names the field, if it agrees
+                error = shape_error(e)
+                raise RecordError(path, n, error.field, error.why) from None
+            f.write(data)
+            f.write(b"\n")
+    return n
+
+
+@functools.cache
+def _open_values(kind: Any) -> bool:
+    """Whether records of `kind` may hold a JSON value of any shape (a JsonObject)."""
+    return _holds_any(kind, frozenset())
+
+
+def _holds_any(hint: Any, seen: frozenset[Any]) -> bool:
+    if hint is Any or hint == JsonObject:
+        return True
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        if hint in seen:
+            return False
+        hints = typing.get_type_hints(hint, include_extras=True)
+        return any(_holds_any(h, seen | {hint}) for h in hints.values())
+    return any(_holds_any(a, seen) for a in typing.get_args(hint) if a is not ...)

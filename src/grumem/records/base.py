@@ -1,0 +1,181 @@
+"""The base of every record class: a frozen msgspec Struct, decoded and checked in C.
+
+A record class mirrors its schema (workflow/schemas/<name>.schema.yaml) field for
+field, in the schema's property order, which is the order the writers emit keys
+(tests/records hold each class against its schema, both ways):
+
+- a property the schema requires is a field without a default; one it does not
+  require defaults to ABSENT (msgspec's UNSET), which encoding leaves out, so a
+  missing key and a null stay apart;
+- a nullable property has None in its type; an enum or a const of strings,
+  integers or booleans is a Literal; minimum, minLength, minItems and pattern are
+  msgspec.Meta constraints (a pattern's `$` is `\\Z`: the compiled check every
+  reader and writer runs refuses a final newline);
+- `integer` is int (2.0 and true are not), `number` is int | float (an integer read
+  stays one, and is written back as one);
+- a closed object (additionalProperties: false) is a record class refusing unknown
+  keys; an open one is a record class of the keys the schema names that reads past
+  any other (they are not written back: no writer emits them), or a JsonObject
+  where the schema names none;
+- what a Struct cannot type (an enum of floats, the gate's if/then) is checked in
+  `__post_init__`, which msgspec runs on every decode, convert and construction.
+
+Records are frozen (no field is reassigned); arrays are lists, as JSON gives them,
+so `to_dict` is the JSON value itself.
+
+A record reads like the dict it replaces (`r["body"]`, `r.get("body_b64")`), so a
+function of grumem.core that takes a dict read by another stage takes a record too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import types
+import typing
+from typing import Annotated, Any, Literal, Self, TypeAlias
+
+import msgspec
+
+from grumem.errors import RecordShapeError
+
+__all__ = [
+    "ABSENT",
+    "Absent",
+    "Count",
+    "JsonObject",
+    "NonEmpty",
+    "Number",
+    "Positive",
+    "Record",
+    "Sha256",
+    "decoder",
+    "shape_error",
+]
+
+Absent: TypeAlias = msgspec.UnsetType
+ABSENT = msgspec.UNSET  # a property the record does not have (not the same as null)
+
+JsonObject: TypeAlias = dict[str, Any]  # an object whose keys the schema leaves open
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
+Number: TypeAlias = int | float
+
+
+class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A record of one schema; subclasses are its closed objects, in the schema's order."""
+
+    # r["name"] is the attribute lookup itself (a C slot, not a Python method: the
+    # export reads ~45 fields a line); a field that is not there is an AttributeError
+    __getitem__ = object.__getattribute__
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field's value, `default` when the record has no such field or it is ABSENT."""
+        value = getattr(self, name, default)
+        return default if value is ABSENT else value
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> Self:
+        """The record of one JSON text, checked as its schema; RecordShapeError if it is not."""
+        try:
+            return decoder(cls).decode(data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as e:
+            raise shape_error(e) from None
+
+    @classmethod
+    def convert(cls, value: Any) -> Self:
+        """The record of a parsed JSON value (dicts, lists), checked as its schema."""
+        try:
+            return msgspec.convert(value, cls, strict=True)
+        except msgspec.ValidationError as e:
+            raise shape_error(e) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the JSON value the writers emit: keys in field order, ABSENT left out."""
+        return typing.cast(dict[str, Any], msgspec.to_builtins(self))
+
+    def encode(self) -> bytes:
+        """The record's JSON line (no newline) as grumem.io.jsonl.dumps writes it, byte
+        for byte: msgspec's encoder where it writes the same, the stdlib's where a float
+        would be written otherwise (below 1e-4 or from 1e16 on, not finite)."""
+        if _floats_agree(self):
+            return msgspec.json.encode(self)
+        text = json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8")
+
+
+@functools.cache
+def decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    """The one JSON decoder of a record class (or a union of them, tagged)."""
+    return msgspec.json.Decoder(kind)
+
+
+_AT = re.compile(r"^(?P<why>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_NAMED = re.compile(r"(?:unknown|required) field `(?P<name>[^`]+)`")
+
+
+def shape_error(e: msgspec.MsgspecError) -> RecordShapeError:
+    """msgspec's error as a RecordShapeError naming the field as the schema's errors do
+    (`turns.0.earlier_asks.0.parsed`)."""
+    m = _AT.match(str(e))
+    assert m is not None  # the pattern matches any text
+    why, at = m["why"], m["path"] or ""
+    parts = [p for p in re.split(r"[.\[\]]", at) if p]
+    named = _NAMED.search(why)
+    if named:
+        parts.append(named["name"])
+    return RecordShapeError(".".join(parts) or None, why[:1].lower() + why[1:])
+
+
+# --- encoding: where msgspec and the stdlib write a float differently ---------------------
+
+
+def _float_agrees(x: float) -> bool:
+    return x == 0.0 or (math.isfinite(x) and 1e-4 <= abs(x) < 1e16)
+
+
+def _agrees(value: Any) -> bool:
+    """False when `value` holds a float msgspec writes otherwise than json.dumps."""
+    t = type(value)
+    if t is float:
+        return _float_agrees(value)
+    if t is str or t is int or t is bool or value is None or value is ABSENT:
+        return True
+    if isinstance(value, Record):
+        return _floats_agree(value)
+    if t is dict:
+        return all(_agrees(v) for v in value.values())
+    if t is list or t is tuple:
+        return all(_agrees(v) for v in value)
+    return False  # not a JSON value: the stdlib decides (and refuses)
+
+
+def _floats_agree(record: Record) -> bool:
+    return all(_agrees(getattr(record, name)) for name in _float_fields(type(record)))
+
+
+@functools.cache
+def _float_fields(cls: type[Record]) -> list[str]:
+    """The fields of `cls` that may hold a float, at any depth (the rest need no look)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return tuple(name for name in cls.__struct_fields__ if _may_hold_float(hints[name]))
+
+
+def _may_hold_float(hint: Any, seen: frozenset[Any] = frozenset()) -> bool:
+    if hint is float or hint is Any:
+        return True
+    if isinstance(hint, type) and issubclass(hint, Record):
+        if hint in seen:
+            return False
+        inner = typing.get_type_hints(hint, include_extras=True)
+        return any(_may_hold_float(h, seen | {hint}) for h in inner.values())
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return any(isinstance(v, float) for v in typing.get_args(hint))
+    if origin in (Annotated, typing.Union, types.UnionType, tuple, list, dict):
+        return any(_may_hold_float(a, seen) for a in typing.get_args(hint) if a is not ...)
+    return False

@@ -1,0 +1,53 @@
+"""Chunks (workflow/schemas/chunk.schema.yaml): one line of a chunk file, a session's
+piece that one turn reads; and the chunk manifest of a shard
+(chunk-manifest.schema.yaml), the `chunk` rule's declared output."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from grumem.records.base import ABSENT, Absent, Count, JsonObject, NonEmpty, Record
+
+__all__ = ["ChunkLine", "ChunkManifest", "ManifestTranscript", "Part", "TranscriptRecord"]
+
+
+class Part(Record, frozen=True, forbid_unknown_fields=False):
+    """Which piece of a record cut to fit the section budget this is (index of `of`)."""
+
+    index: Count
+    of: Annotated[int, msgspec.Meta(ge=2)]
+
+
+class TranscriptRecord(Record, frozen=True, forbid_unknown_fields=False, kw_only=True):
+    """One transcript record of a chunk; only role and text are rendered. An open
+    object: a record may carry fields of its own, read past here."""
+
+    role: Literal["user", "assistant", "tool_result", "system"]
+    text: str
+    source: JsonObject | Absent = ABSENT  # a pointer to where the record came from
+    part: Part | Absent = ABSENT
+
+
+class ChunkLine(Record, frozen=True, forbid_unknown_fields=False):
+    """A chunk: `index` counts from 0 in session order, the turn that reads it is
+    t = index + 1. An open object, like its records."""
+
+    session: NonEmpty
+    index: Count
+    records: Annotated[list[TranscriptRecord], msgspec.Meta(min_length=1)]
+
+
+class ManifestTranscript(Record, frozen=True):
+    """One transcript of the shard: the directory of its chunk files, and those files."""
+
+    transcript: NonEmpty
+    directory: NonEmpty
+    chunks: list[NonEmpty]
+
+
+class ChunkManifest(Record, frozen=True):
+    """results/<project>/chunked/<shard>.json: what a `chunk` job wrote."""
+
+    transcripts: list[ManifestTranscript]

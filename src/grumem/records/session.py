@@ -1,0 +1,16 @@
+"""The session index entry (workflow/schemas/session.schema.yaml): one line of
+`sessions.jsonl`, the chunk file that holds a session."""
+
+from __future__ import annotations
+
+from grumem.records.base import Positive, Record
+
+__all__ = ["SessionEntry"]
+
+
+class SessionEntry(Record, frozen=True):
+    """A session, its chunk file (as the workflow names it) and its first chunk's line."""
+
+    session: str
+    file: str
+    line: Positive

@@ -1,0 +1,306 @@
+"""Record lines read and written through grumem.io.typed, and the export's two uses of
+grumem.records: every log line decoded and checked in one C pass (a line the class
+refuses goes the reference way, which names what is wrong or accepts it), and every
+corpus trajectory checked by its class before it is written."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grumem.corpus.trajectory import check_trajectory, record_bytes
+from grumem.errors import GrumemError, RecordError
+from grumem.io.jsonl import dumps, read_jsonl, write_jsonl
+from grumem.io.typed import decode_line, read_records, write_records
+from grumem.records.chunk import ChunkLine
+from grumem.records.label import Label
+from grumem.records.log import LogLine
+from grumem.records.trajectory import Trajectory
+from grumem.stages.export import TRAJECTORIES, export
+from support.checkout import FIXTURES_DIR
+from support.export import calibrate, inputs
+from support.schema_data import VALUES, mutants, mutated, paths, schema_accepts
+
+LOG = FIXTURES_DIR / "export" / "log.jsonl"
+LINES: list[dict[str, Any]] = list(read_jsonl(LOG, "log"))
+
+
+def _with_earlier_ask(line: dict[str, Any]) -> dict[str, Any]:
+    """A line with one re-ask (the fixture has none), its parts copied from the line."""
+    out = copy.deepcopy(line)
+    out["earlier_asks"] = [
+        {
+            "ask": 0,
+            "request": line["request"],
+            "response": {**line["response"], "body_b64": "", "endpoint": "http://e/v1"},
+            "content": line["content"],
+            "finish_reason": line["finish_reason"],
+            "parsed": False,
+            "parse_error": {"tag": "check", "reason": "missing", "raw": "x"},
+        }
+    ]
+    out["response_model"] = "m"
+    return out
+
+
+BASES = [*LINES, _with_earlier_ask(next(x for x in LINES if x["status"] == "ok"))]
+
+
+def decoded(record: Any) -> LogLine | None:
+    """The line through the one-pass decoder alone: None when the class refuses it."""
+    try:
+        return LogLine.decode(dumps(record).encode())
+    except GrumemError:
+        return None
+
+
+def test_decodes_every_fixture_line_as_the_reference_reads_it():
+    """The fast path is taken for real lines (else it would prove nothing) and holds
+    the values the reference path's dict holds."""
+    for base in BASES:
+        line = decoded(base)
+        assert line is not None
+        assert line.to_dict() == base
+        for name, value in base.items():
+            assert msgspec.to_builtins(line[name]) == value, name
+        assert line.get("response_model") == base.get("response_model")
+
+
+def test_absent_optional_field_reads_as_missing():
+    line = decoded(LINES[0])
+    assert line is not None
+    assert "response_model" not in LINES[0]
+    assert line.get("response_model") is None and line.response_model is msgspec.UNSET
+    assert "response_model" not in line.to_dict()
+    with pytest.raises(AttributeError):
+        line["no_such_field"]
+
+
+@pytest.mark.parametrize("base", range(len(BASES)))
+def test_every_single_field_mutation_accepted_exactly_when_the_schema_accepts_it(base):
+    """Every field of a line (nested ones too) set to each JSON type, deleted, or given
+    an unknown sibling: the decoder accepts what the schema accepts, and only that (a
+    float where an integer goes is the one thing only the schema takes: `t: 1.0`)."""
+    record = BASES[base]
+    accepted = refused = 0
+    for m in mutants(record):
+        by_schema, line = schema_accepts(m, "log"), decoded(m)
+        if line is None:
+            refused += 1
+            if by_schema:
+                assert _an_integral_float_in(m), m
+        else:
+            accepted += 1
+            assert by_schema, m
+    assert accepted and refused  # both branches met
+
+
+def _an_integral_float_in(value: Any) -> bool:
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, dict):
+        return any(_an_integral_float_in(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_an_integral_float_in(v) for v in value)
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=st.sampled_from(BASES),
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0), st.sampled_from(VALUES), st.booleans()),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_random_mutations_accepted_only_if_the_schema_accepts_them(base, edits):
+    record = base
+    for index, value, delete in edits:
+        where = paths(record)
+        if not where:
+            break
+        record = mutated(record, where[index % len(where)], value, delete)
+    if decoded(record) is not None:
+        assert schema_accepts(record, "log")
+
+
+def _write(tmp_path: Path, *lines: bytes) -> Path:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    "raw, why",
+    [
+        (b"", "blank line"),
+        (b"{", "bad JSON"),
+        (b"\xff", "not UTF-8"),
+        (b"[]", "is not of type 'object'"),
+        # a lone surrogate, and a value the schema refuses
+        (dumps(LINES[0]).replace('"t":1', '"t":1,"x":"\\ud800"').encode(), "lone surrogate"),
+        (dumps(LINES[0]).replace('"t":1', '"t":0').encode(), "less than the minimum of 1"),
+    ],
+)
+def test_what_the_class_refuses_the_reference_path_names(tmp_path: Path, raw: bytes, why: str):
+    path = _write(tmp_path, dumps(LINES[0]).encode(), raw)
+    with pytest.raises(RecordError) as e:
+        list(read_records(path, LogLine))
+    assert (e.value.path, e.value.line) == (str(path), 2) and why in e.value.why, str(e.value)
+
+
+def test_a_line_only_the_reference_path_reads_is_typed_from_it(tmp_path: Path):
+    """NaN is no JSON to msgspec; the stdlib reads it and the schema takes it as a number."""
+    raw = dumps(LINES[1]).replace('"latency_s":0.25', '"latency_s":NaN').encode()
+    assert raw != dumps(LINES[1]).encode()
+    with pytest.raises(GrumemError):
+        LogLine.decode(raw)
+    [(_, one), (_, line)] = read_records(_write(tmp_path, dumps(LINES[0]).encode(), raw), LogLine)
+    assert isinstance(line, LogLine) and line.response is not None
+    assert math.isnan(line.response.latency_s)
+    assert line.encode() == raw  # and written back as the stdlib writes it
+
+
+def test_what_only_the_class_refuses_is_named(tmp_path: Path, corpus):
+    """An integral float where the schema's integer enum is: the schema takes 1.0 for 1,
+    the class does not (no writer writes it); the refusal names the field."""
+    record = copy.deepcopy(LINES[0])
+    record["response"]["attempt"] = 1.0
+    assert not schema_accepts(record, "log")  # `integer` is strict: refused by both
+    trajectory = copy.deepcopy(corpus[0])
+    trajectory["r_format"] = 1.0
+    assert schema_accepts(trajectory, "trajectory")
+    path = tmp_path / "t.jsonl"
+    path.write_text(dumps(trajectory) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError) as e:
+        list(read_records(path, Trajectory))
+    assert (e.value.line, e.value.field) == (1, "r_format"), str(e.value)
+
+
+def test_a_huge_integer_is_read_exactly():
+    line = json.loads(dumps(LINES[0]))
+    line["sample"] = 2**70
+    typed = decoded(line)
+    assert typed is not None and typed["sample"] == 2**70
+    assert typed.encode() == dumps(line).encode()
+
+
+def test_open_values_nested_past_the_limit_go_the_reference_way(tmp_path: Path):
+    """A chunk record's `source` may hold any JSON: nested deeper than the readers'
+    limit, the line is refused naming its depth, as the reference path does."""
+    deep = {"role": "user", "text": "hi", "source": {"x": "@@"}}
+    line = dumps({"session": "s", "index": 0, "records": [deep]})
+    nested = "[" * 300 + "]" * 300
+    path = tmp_path / "c.jsonl"
+    path.write_text(line.replace('"@@"', nested) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError, match="nested 304 deep"):
+        list(read_records(path, ChunkLine))
+    shallow = "[" * 200 + "]" * 200
+    path.write_text(line.replace('"@@"', shallow) + "\n", encoding="utf-8")
+    [(_, chunk)] = read_records(path, ChunkLine)
+    assert chunk.records[0].source == {"x": json.loads(shallow)}
+
+
+def test_written_records_are_checked_and_the_bytes_are_the_jsonl_writers(tmp_path: Path):
+    labels = [Label(query_id="q", chunk_sha="a" * 64, evidence=True, annotator="a")]
+    assert write_records(tmp_path / "typed.jsonl", labels, Label) == 1
+    write_jsonl(tmp_path / "dicts.jsonl", [x.to_dict() for x in labels], "label")
+    assert (tmp_path / "typed.jsonl").read_bytes() == (tmp_path / "dicts.jsonl").read_bytes()
+    bad = [*labels, Label(query_id="", chunk_sha="a" * 64, evidence=True, annotator="a")]
+    with pytest.raises(RecordError) as e:
+        write_records(tmp_path / "bad.jsonl", bad, Label)
+    assert (e.value.line, e.value.field) == (2, "query_id"), str(e.value)
+    assert not (tmp_path / "bad.jsonl").exists()  # nothing half-written
+
+
+def test_decode_line_is_the_readers_one_call():
+    raw = dumps(LINES[1]).encode()
+    assert decode_line("log.jsonl", 2, raw, LogLine) == LogLine.decode(raw)
+
+
+# --- the corpus trajectories -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The fixture's trajectories as exported, plus one with a re-ask and an abort."""
+    work = tmp_path_factory.mktemp("export")
+    for name in ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl"):
+        (work / name).write_bytes((FIXTURES_DIR / "export" / name).read_bytes())
+    calibrate(work)
+    export(inputs(work))
+    records = list(read_jsonl(work / "corpus" / TRAJECTORIES, "trajectory"))
+    extra = copy.deepcopy(records[0])
+    turn = extra["turns"][0]
+    turn["earlier_asks"] = [
+        {
+            "ask": 0,
+            "request_sha256": "x",
+            "response": None,
+            "parsed": False,
+            "parse_error": {"tag": "response", "reason": "no answer", "raw": ""},
+        }
+    ]
+    extra["aborted"] = {"t": 3, "reason": "budget", "component": "section"}
+    extra["r_exit"], extra["r_exit_reason"] = None, "aborted"
+    return [*records, extra]
+
+
+def test_every_exported_trajectory_passes_the_check(corpus):
+    for record in corpus:
+        assert schema_accepts(record, "trajectory")
+        check_trajectory(record)
+        assert Trajectory.convert(record).to_dict() == record
+
+
+def test_trajectory_mutations_pass_the_check_exactly_when_the_schema_accepts_them(corpus):
+    """Every field of every trajectory (nested ones too) set to each JSON type, deleted,
+    or given an unknown sibling, plus each r_exit value: the check accepts what the
+    schema accepts, and names it otherwise."""
+    accepted = refused = 0
+    for record in corpus:
+        ms = [mutated(record, ("r_exit",), v) for v in (0, 0.0, -0.75, -0.5, -1, 0.5, False)]
+        for m in ms + mutants(record):
+            try:
+                check_trajectory(m)
+            except GrumemError as e:
+                assert str(e).startswith("internal error: trajectory"), str(e)
+                refused += 1
+                if schema_accepts(m, "trajectory"):
+                    assert _an_integral_float_in(m), m
+            else:
+                accepted += 1
+                assert schema_accepts(m, "trajectory"), m
+    assert accepted and refused
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    advantages=st.lists(st.none() | st.floats(allow_nan=False), min_size=3, max_size=3),
+    parse_error=st.dictionaries(st.text(), JSON, max_size=3),
+)
+def test_record_bytes_are_what_dumps_writes(corpus, advantages, parse_error):
+    """orjson writes the line only where it agrees with the reference byte for byte:
+    tiny, huge and negative-zero floats, odd parse errors included."""
+    record = copy.deepcopy(corpus[-1])
+    for turn in record["turns"]:
+        turn["advantage"], turn["advantage_traj"], turn["advantage_turn"] = advantages
+        for ask in turn["earlier_asks"]:
+            ask["parse_error"] = parse_error
+    assert record_bytes(record) == dumps(record).encode("utf-8")
