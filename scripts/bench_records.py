@@ -62,7 +62,9 @@ def as_dataclass(cls: type[Record], made: dict[type, type]) -> type:
         if f.required:
             fields.append((f.name, convert(hints[f.name])))
         else:
-            fields.append((f.name, convert(hints[f.name]), dataclasses.field(default=f.default)))
+            # an optional field of a record defaults to ABSENT (msgspec's UNSET)
+            default = msgspec.UNSET if f.default is msgspec.NODEFAULT else f.default
+            fields.append((f.name, convert(hints[f.name]), dataclasses.field(default=default)))
     made[cls] = dataclasses.make_dataclass(
         cls.__name__, fields, frozen=True, slots=True, kw_only=True
     )

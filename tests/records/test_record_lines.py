@@ -19,8 +19,15 @@ from hypothesis import strategies as st
 from grumem.corpus.trajectory import check_trajectory, record_bytes
 from grumem.errors import GrumemError, RecordError
 from grumem.io.jsonl import dumps, read_jsonl, write_jsonl
-from grumem.io.typed import decode_line, read_records, write_records
+from grumem.io.typed import (
+    checked_document,
+    decode_line,
+    read_checked,
+    read_records,
+    write_records,
+)
 from grumem.records.chunk import ChunkLine
+from grumem.records.kappa import KappaCalibration
 from grumem.records.label import Label
 from grumem.records.log import LogLine
 from grumem.records.trajectory import Trajectory
@@ -146,8 +153,9 @@ def _write(tmp_path: Path, *lines: bytes) -> Path:
         (b"{", "bad JSON"),
         (b"\xff", "not UTF-8"),
         (b"[]", "is not of type 'object'"),
-        # a lone surrogate, and a value the schema refuses
+        # a lone surrogate, NaN (no JSON to msgspec), and a value the schema refuses
         (dumps(LINES[0]).replace('"t":1', '"t":1,"x":"\\ud800"').encode(), "lone surrogate"),
+        (dumps(LINES[0]).replace('"sample":0', '"sample":NaN').encode(), "not of type 'integer'"),
         (dumps(LINES[0]).replace('"t":1', '"t":0').encode(), "less than the minimum of 1"),
     ],
 )
@@ -208,6 +216,42 @@ def test_open_values_nested_past_the_limit_go_the_reference_way(tmp_path: Path):
     path.write_text(line.replace('"@@"', shallow) + "\n", encoding="utf-8")
     [(_, chunk)] = read_records(path, ChunkLine)
     assert chunk.records[0].source == {"x": json.loads(shallow)}
+
+
+def test_open_records_are_checked_by_their_class_and_kept_as_read(tmp_path: Path):
+    """A chunk's records carry fields of their own: checked by ChunkLine, the line is
+    handed on as read, those fields included; a line it refuses is named."""
+    record = {"role": "user", "text": "hi", "source": {"file": "a"}, "tool": {"id": 7}}
+    line = {"session": "s", "index": 0, "records": [record], "mine": [1]}
+    bad = {**line, "index": 1, "records": [{**record, "role": "robot"}]}
+    path = tmp_path / "c.jsonl"
+    path.write_text(dumps(line) + "\n" + dumps(bad) + "\n", encoding="utf-8")
+    rows = read_checked(path, ChunkLine)
+    assert next(rows) == (1, line)
+    with pytest.raises(RecordError) as e:
+        next(rows)
+    assert (e.value.line, e.value.field) == (2, "records.0.role"), str(e.value)
+
+
+def test_a_document_is_its_record_or_its_field_is_named(tmp_path: Path):
+    kappa = {
+        "kappa": 0.8,
+        "n": 30,
+        "observed_agreement": 0.9,
+        "expected_agreement": 0.5,
+        "confusion": {"yes_yes": 10, "yes_no": 1, "no_yes": 2, "no_no": 17},
+        "min_calibration": 20,
+        "labels_path": "labels.jsonl",
+        "labels_sha256": "a" * 64,
+        "calibration_path": "calibration.jsonl",
+        "calibration_sha256": "b" * 64,
+    }
+    typed = checked_document(kappa, KappaCalibration, tmp_path / "kappa.json")
+    assert typed.to_dict() == kappa
+    kappa["confusion"]["no_no"] = -1
+    with pytest.raises(RecordError) as e:
+        checked_document(kappa, KappaCalibration, tmp_path / "kappa.json")
+    assert e.value.field == "confusion.no_no" and "minimum" in e.value.why, str(e.value)
 
 
 def test_written_records_are_checked_and_the_bytes_are_the_jsonl_writers(tmp_path: Path):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from grumem.errors import ExportRefused, RecordError
-from grumem.io.jsonl import sha256_file, stdlib_loads, validate
+from grumem.io.jsonl import sha256_file, stdlib_loads
+from grumem.io.typed import checked_document
+from grumem.records.kappa import KappaCalibration
 
 
-def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:
+def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCalibration:
     """The kappa.json the export may rely on, or ExportRefused saying why not."""
     if not min_kappa >= 0:
         raise ExportRefused(
@@ -27,15 +28,15 @@ def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> di
         )
     record = read_kappa(kappa_path)
     labels_sha = sha256_file(labels_path)
-    if record["labels_sha256"] != labels_sha:
+    if record.labels_sha256 != labels_sha:
         raise ExportRefused(
             f"stale calibration: {kappa_path} was computed for labels with sha256"
-            f" {record['labels_sha256'][:12]}…, but {labels_path} now has {labels_sha[:12]}…;"
+            f" {record.labels_sha256[:12]}…, but {labels_path} now has {labels_sha[:12]}…;"
             " rerun rule `kappa` (M5.2) on the current labels"
         )
-    if record["kappa"] < min_kappa:
+    if record.kappa < min_kappa:
         raise ExportRefused(
-            f"calibration too weak: Cohen's kappa {record['kappa']:.4f} over {record['n']} pairs"
+            f"calibration too weak: Cohen's kappa {record.kappa:.4f} over {record.n} pairs"
             f" ({kappa_path}) is below export.min_kappa {min_kappa}: the labels the rewards are"
             " computed from disagree too much with the independent calibration (M5.2);"
             " revise the labelling guide or the labels"
@@ -43,12 +44,11 @@ def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> di
     return record
 
 
-def read_kappa(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A kappa.json, validated by workflow/schemas/kappa.schema.yaml."""
+def read_kappa(path: str | os.PathLike[str]) -> KappaCalibration:
+    """A kappa.json, checked as workflow/schemas/kappa.schema.yaml says."""
     with open(path, encoding="utf-8") as f:
         try:
             record = stdlib_loads(f.read())
         except json.JSONDecodeError as e:
             raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg}") from None
-    validate(record, "kappa", path)
-    return record
+    return checked_document(record, KappaCalibration, path)

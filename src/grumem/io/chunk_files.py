@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grumem.errors import NestingError, RecordError
-from grumem.io.jsonl import loads, open_input, read_jsonl, sha256_text, validate
+from grumem.io.jsonl import loads, open_input, sha256_text
+from grumem.io.typed import checked_document, read_checked
+from grumem.records.chunk import ChunkLine, ChunkManifest
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {
@@ -67,7 +69,7 @@ def read_chunk_file(path: str | os.PathLike[str]) -> list[Chunk]:
         raise RecordError(path, None, None, "empty chunk file: no chunks to read")
     chunks: list[Chunk] = []
     next_index: dict[str, int] = {}
-    for line, rec in enumerate(read_jsonl(path, "chunk"), start=1):
+    for line, rec in read_checked(path, ChunkLine):
         expected = next_index.get(rec["session"], 0)
         if rec["index"] != expected:
             raise RecordError(
@@ -91,8 +93,8 @@ def manifest_chunks(path: str | os.PathLike[str]) -> list[str]:
             raise
         except ValueError as e:
             raise RecordError(path, None, None, f"not JSON: {e}") from None
-    validate(document, "chunk-manifest", path)
-    return [c for t in document["transcripts"] for c in sorted(t["chunks"])]
+    manifest = checked_document(document, ChunkManifest, path)
+    return [c for t in manifest.transcripts for c in sorted(t.chunks)]
 
 
 def expand_chunk_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:

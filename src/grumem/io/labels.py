@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 
 from grumem.errors import RecordError
-from grumem.io.jsonl import read_jsonl_fast
+from grumem.io.typed import read_records
+from grumem.records.label import Label
 
 Pair = tuple[str, str]  # (query_id, chunk_sha)
 
@@ -45,21 +46,21 @@ def load_labels(path: str | os.PathLike[str]) -> Labels:
     evidence: dict[Pair, bool] = {}
     first_line: dict[Pair, int] = {}
     annotators: dict[str, int] = {}
-    for line, _, rec in read_jsonl_fast(path, "label"):
-        pair = (rec["query_id"], rec["chunk_sha"])
+    for line, rec in read_records(path, Label):
+        pair = (rec.query_id, rec.chunk_sha)
         if pair in evidence:
-            kind = "conflicting" if evidence[pair] != rec["evidence"] else "duplicate"
+            kind = "conflicting" if evidence[pair] != rec.evidence else "duplicate"
             raise RecordError(
                 path,
                 line,
                 "chunk_sha",
                 f"{kind} label for query {pair[0]!r}, chunk {pair[1][:12]}…: line "
                 f"{first_line[pair]} says evidence={_tf(evidence[pair])}, line {line} says "
-                f"evidence={_tf(rec['evidence'])}; keep one line per (query_id, chunk_sha)",
+                f"evidence={_tf(rec.evidence)}; keep one line per (query_id, chunk_sha)",
             )
-        evidence[pair] = rec["evidence"]
+        evidence[pair] = rec.evidence
         first_line[pair] = line
-        annotators.setdefault(rec["annotator"], line)
+        annotators.setdefault(rec.annotator, line)
     return Labels(path, evidence, annotators)
 
 

@@ -26,6 +26,7 @@ from grumem.io.jsonl import (
     atomic_writer,
     check_no_lone_surrogate,
     checked,
+    iter_json_lines,
     json_line,
     open_input,
     validate,
@@ -33,7 +34,7 @@ from grumem.io.jsonl import (
 from grumem.records import schema_name
 from grumem.records.base import JsonObject, Record, decoder, shape_error
 
-__all__ = ["decode_line", "read_records", "write_records"]
+__all__ = ["checked_document", "decode_line", "read_checked", "read_records", "write_records"]
 
 R = TypeVar("R")
 
@@ -61,6 +62,34 @@ def decode_line(path: str | os.PathLike[str], lineno: int, raw: bytes, kind: typ
     except msgspec.ValidationError as e:
         error = shape_error(e)
         raise RecordError(path, lineno, error.field, error.why) from None
+
+
+def read_checked(path: str | os.PathLike[str], kind: Any) -> Iterator[tuple[int, Any]]:
+    """(line number, the line's JSON value) of a file of open records, streaming: each
+    value checked by its record class in C, and kept as read, so the keys of its own a
+    record carries (a chunk's transcript records, a plugin's fields) pass through. A
+    value the class refuses goes the reference way, as in decode_line."""
+    name = schema_name(kind)
+    for lineno, _, value in iter_json_lines(path):  # its depth and surrogates checked
+        try:
+            msgspec.convert(value, kind, strict=True)
+        except msgspec.ValidationError as e:
+            checked(value, name, path, lineno)
+            error = shape_error(e)
+            raise RecordError(path, lineno, error.field, error.why) from None
+        yield lineno, value
+
+
+def checked_document(value: Any, kind: type[R], path: str | os.PathLike[str]) -> R:
+    """A JSON document (kappa.json, summary.json, a chunk manifest), parsed or about to be
+    written, as its record; a RecordError naming the field if it is not one. The class
+    checks it in C; the reference (jsonschema, ~80 ms to import) words what it refuses."""
+    try:
+        return msgspec.convert(value, kind, strict=True)
+    except msgspec.ValidationError as e:
+        validate(value, schema_name(kind), path)  # names the field, if it agrees
+        error = shape_error(e)
+        raise RecordError(path, None, error.field, error.why) from None
 
 
 def write_records(path: str | os.PathLike[str], records: Iterable[Record], kind: Any) -> int:

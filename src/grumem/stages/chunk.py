@@ -17,7 +17,9 @@ from pathlib import Path
 from grumem.core.packing import plan_session
 from grumem.core.units import unit_names
 from grumem.errors import GrumemError
-from grumem.io.jsonl import validate, write_json, write_jsonl
+from grumem.io.jsonl import write_json, write_jsonl
+from grumem.io.typed import checked_document
+from grumem.records.chunk import ChunkManifest
 from grumem.transcripts import read_transcript
 
 
@@ -52,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         manifest.append({"transcript": file, "directory": str(out), "chunks": chunk_files})
     if args.manifest is not None:
         document = {"transcripts": manifest}
-        validate(document, "chunk-manifest", args.manifest)
+        checked_document(document, ChunkManifest, args.manifest)
         write_json(args.manifest, document)
     return 0
 

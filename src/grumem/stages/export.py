@@ -56,8 +56,10 @@ from grumem.corpus.trajectory import (
 )
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions
-from grumem.io.jsonl import atomic_files, sha256_file, validate
+from grumem.io.jsonl import atomic_files, sha256_file
 from grumem.io.labels import Labels, load_labels
+from grumem.io.typed import checked_document
+from grumem.records.summary import CorpusSummary
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
 __all__ += ["format_summary", "main"]
@@ -119,16 +121,16 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
                 "log": inputs.log,
                 "log_sha256": reader.sha256.hexdigest(),
                 "labels": inputs.labels,
-                "labels_sha256": kappa["labels_sha256"],
-                "kappa": kappa["kappa"],
-                "kappa_n": kappa["n"],
+                "labels_sha256": kappa.labels_sha256,
+                "kappa": kappa.kappa,
+                "kappa_n": kappa.n,
                 "min_kappa": inputs.min_kappa,
                 "t_last_evidence_over": "session chunks"
                 if sessions is not None
                 else "recorded turns",
             }
         )
-        validate(result, "summary", Path(inputs.out_dir) / SUMMARY)
+        checked_document(result, CorpusSummary, Path(inputs.out_dir) / SUMMARY)
         out[SUMMARY].write(json.dumps(result, ensure_ascii=False, indent=2))
         out[SUMMARY].write("\n")
         template = None

@@ -15,7 +15,10 @@ from itertools import groupby
 from grumem.core.loop import interpret, memory_after, user_message
 from grumem.core.recording import check_request, check_response
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads, read_jsonl
+from grumem.io.jsonl import loads
+from grumem.io.typed import read_records
+from grumem.records.prompt import PromptRecord
+from grumem.records.response import AbortRecord, ExchangeRecord, ResponseRecord
 
 
 def sent_user_message(body: str) -> str:
@@ -32,40 +35,44 @@ def regate(
     Fails naming file and line when a body no longer matches its sha256, or
     when a recorded request holds a memory that the recomputed chain disagrees
     with (the recording was edited, or the loop has a bug)."""
-    prompts = {(p["trajectory_id"], p["t"]): p for p in read_jsonl(prompts_path, "prompt")}
-    lines = enumerate(read_jsonl(responses_path, "response"), start=1)
-    for tid, group in groupby(lines, key=lambda item: item[1]["trajectory_id"]):
+    prompts = {(p.trajectory_id, p.t): p for _, p in read_records(prompts_path, PromptRecord)}
+    lines = read_records(responses_path, ResponseRecord)  # type: ignore[arg-type]
+    for tid, group in groupby(lines, key=lambda item: item[1].trajectory_id):
         memory: str | None = None
         t_seen = 0
         for line, rec in group:
-            if rec["t"] < t_seen:
-                raise RecordError(responses_path, line, "t", f"turn {rec['t']} after turn {t_seen}")
-            if rec["kind"] == "abort":
+            if rec.t < t_seen:
+                raise RecordError(responses_path, line, "t", f"turn {rec.t} after turn {t_seen}")
+            if isinstance(rec, AbortRecord):
                 continue
-            if rec["t"] > t_seen:
-                turn_memory, t_seen = memory, rec["t"]
+            if rec.t > t_seen:
+                turn_memory, t_seen = memory, rec.t
             _check_exchange(responses_path, line, rec, prompts, turn_memory)
-            gate = interpret(rec["response"], memory_budget)
+            gate = interpret(rec.response, memory_budget)
             # every ask of a turn starts from the same memory; the last ask decides
             memory = memory_after(turn_memory, gate)
             yield {
                 "trajectory_id": tid,
-                "t": rec["t"],
-                "ask": rec["ask"],
+                "t": rec.t,
+                "ask": rec.ask,
                 **gate,
                 "memory_after": memory,
             }
 
 
-def _check_exchange(path, line: int, rec: dict, prompts: dict, memory: str | None) -> None:
-    body = check_request(path, line, rec["request"])
-    check_response(path, line, rec["response"])
-    prompt = prompts.get((rec["trajectory_id"], rec["t"]))
+def _check_exchange(
+    path: str | os.PathLike[str],
+    line: int,
+    rec: ExchangeRecord,
+    prompts: dict[tuple[str, int], PromptRecord],
+    memory: str | None,
+) -> None:
+    body = check_request(path, line, rec.request)
+    check_response(path, line, rec.response)
+    prompt = prompts.get((rec.trajectory_id, rec.t))
     if prompt is None:
-        raise RecordError(
-            path, line, "t", f"no prompt record for {rec['trajectory_id']} t={rec['t']}"
-        )
-    if rec["memory_before"] != memory:
+        raise RecordError(path, line, "t", f"no prompt record for {rec.trajectory_id} t={rec.t}")
+    if rec.memory_before != memory:
         raise RecordError(
             path,
             line,
@@ -81,7 +88,7 @@ def _check_exchange(path, line: int, rec: dict, prompts: dict, memory: str | Non
         raise RecordError(
             path, line, "request.body", "user message differs from prompt + recomputed memory"
         )
-    if rec["chunk_sha"] != prompt["chunk_sha"]:
+    if rec.chunk_sha != prompt.chunk_sha:
         raise RecordError(path, line, "chunk_sha", "differs from the prompt record")
 
 

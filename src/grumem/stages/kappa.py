@@ -13,8 +13,11 @@ from grumem.config.settings import load_queries
 from grumem.core.kappa import Kappa, check_in_project, check_independent, kappa_between
 from grumem.errors import GrumemError, KappaError
 from grumem.io.chunk_files import iter_sessions
-from grumem.io.jsonl import read_jsonl_fast, sha256_file, validate, write_json
+from grumem.io.jsonl import sha256_file, write_json
 from grumem.io.labels import load_labels
+from grumem.io.typed import checked_document, read_records
+from grumem.records.kappa import KappaCalibration
+from grumem.records.label import Label
 
 
 def main(args: argparse.Namespace) -> int:
@@ -93,10 +96,10 @@ def run_kappa(
     calibration = load_labels(calibration_path)
     check_independent(labels, calibration)
     query_ids, shas = project_pairs(queries_path, chunk_paths)
-    rows = ((line, rec) for line, _, rec in read_jsonl_fast(calibration_path, "label"))
+    rows = read_records(calibration_path, Label)
     check_in_project(str(calibration_path), rows, query_ids, shas)
     result = kappa_between(labels, calibration, min_calibration)
     record = kappa_record(result, str(labels_path), str(calibration_path), min_calibration)
-    validate(record, "kappa", out)
+    checked_document(record, KappaCalibration, out)
     write_json(out, record)
     return record

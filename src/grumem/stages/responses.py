@@ -21,11 +21,13 @@ from grumem.core.loop import ask_seed, interpret, memory_after, stops, user_mess
 from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, check_budget, memory_text
 from grumem.core.tokens import count_tokens_cached, count_tokens_refilled, token_bound
 from grumem.errors import BudgetError, GrumemError
-from grumem.io.jsonl import read_jsonl, write_jsonl
+from grumem.io.jsonl import write_jsonl
 from grumem.io.progress import Progress
+from grumem.io.typed import read_records
 from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
+from grumem.records.prompt import PromptRecord
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,8 @@ def run(
     """Run the loop over a prompts file and write its responses file atomically;
     `max_in_flight` caps the requests in flight (None: the endpoints' caps)."""
     s = LoopSettings.from_settings(settings)
-    prompts = list(read_jsonl(prompts_path, "prompt"))
+    # prompt records read like the dicts the loop's functions take (turn["tokens"]["fixed"])
+    prompts: list[Any] = [p for _, p in read_records(prompts_path, PromptRecord)]
     progress = Progress(len(prompts), label or str(prompts_path))
     with llm_job(s.llm, s.llm["base_url"], [out_path], progress, log_path, max_in_flight) as job:
         records = job.run(lambda client: run_shard(client, prompts, s, progress))
