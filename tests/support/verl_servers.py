@@ -13,7 +13,7 @@ and token ids out, without vLLM or a GPU.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from llama_cpp import Llama, LlamaGrammar
@@ -69,19 +69,26 @@ class LlamaServerManager:
 
 
 class ScriptedServerManager:
-    """`generate` answering with `texts` in order (one per call), as token ids of
-    `tokenizer`, each ended by `eos_id`."""
+    """`generate` answering from scripts of texts, as token ids of `tokenizer`, each
+    ended by `eos_id`: the first request id seen gets scripts[0] (its answers in
+    order), the next new one scripts[1], and so on (an agent loop uses one request
+    id a rollout, so a rollout follows one script however rollouts interleave)."""
 
-    def __init__(self, tokenizer: Any, texts: Sequence[str], eos_id: int):
+    def __init__(self, tokenizer: Any, scripts: Sequence[Sequence[str]], eos_id: int):
         self.tokenizer = tokenizer
-        self.texts: Iterator[str] = iter(texts)
+        self.scripts = [list(s) for s in scripts]
         self.eos_id = eos_id
-        self.prompts: list[list[int]] = []
+        self.assigned: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+        self.prompts: dict[int, list[list[int]]] = {}
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
     ) -> TokenOutput:
-        self.prompts.append(list(prompt_ids))
-        text = next(self.texts)
+        script = self.assigned.setdefault(request_id, len(self.assigned))
+        turn = self.answered.get(request_id, 0)
+        self.answered[request_id] = turn + 1
+        self.prompts.setdefault(script, []).append(list(prompt_ids))
+        text = self.scripts[script][turn]
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.eos_id]
         return TokenOutput(token_ids=ids, stop_reason="completed")

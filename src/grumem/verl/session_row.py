@@ -123,7 +123,9 @@ def session_row(
 def read_session_row(columns: Mapping[str, Any]) -> SessionRow:
     """The row the agent loop was given (verl passes the dataset's columns as keyword
     arguments, with its own beside them), checked: schema, chunk shas, labels."""
-    row = {k: plain(columns.get(k)) for k in ("data_source", "agent_name", "prompt", "ability")}
+    row = {k: plain(columns.get(k)) for k in ("data_source", "prompt", "ability")}
+    # verl consumes agent_name to pick the loop: a row that reached this loop named it
+    row["agent_name"] = plain(columns.get("agent_name", AGENT_NAME))
     row["reward_model"] = plain(columns.get("reward_model"))
     row["extra_info"] = plain(columns.get("extra_info"))
     where = _where(row["extra_info"])
