@@ -160,7 +160,7 @@ def job_loop(tokenizer: Any, gguf: Path) -> dict:
 
 def token_ids_agree(tokenizer: Any, server: LlamaServerManager) -> dict:
     """transformers' tokenizer (from the GGUF) and llama.cpp's own, on the demo's
-    chat-templated first prompts: the same ids both ways, the same text back."""
+    chat-templated first prompts: the same ids both ways, and the text back."""
     texts = []
     for row in demo_session_rows():
         info = row["extra_info"]
@@ -170,13 +170,21 @@ def token_ids_agree(tokenizer: Any, server: LlamaServerManager) -> dict:
         texts.append(
             tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         )
-    same_ids = same_text = 0
+    same_ids = same_text = llama_text = 0
     for text in texts:
         hf = tokenizer(text, add_special_tokens=False)["input_ids"]
         llama = server.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         same_ids += hf == llama
-        same_text += server.llm.detokenize(hf, special=True).decode("utf-8") == text
-    return {"texts": len(texts), "same_ids": same_ids, "same_text": same_text}
+        # the agent loop decodes with the policy's tokenizer, as here
+        same_text += decode(tokenizer, hf, special=True) == text
+        # llama.cpp's own detokenizer, for the record (it shortens long runs of spaces)
+        llama_text += server.llm.detokenize(hf, special=True).decode("utf-8") == text
+    return {
+        "texts": len(texts),
+        "same_ids": same_ids,
+        "same_text": same_text,
+        "llama_detokenize_same_text": llama_text,
+    }
 
 
 # ----------------------------------------------------------------------- replay
