@@ -86,14 +86,10 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("online")
     corpus = recorded_corpus(work, tmp_path_factory)
     sessions = write_rows(work / "sessions.parquet", demo_session_rows())
-    overrides = shlex.split(
-        subprocess.run(
-            [GRUMEM, "verl-config", "--online", "--corpus", str(sessions.parent)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    overrides = verl_config("--online", "--corpus", str(sessions.parent))
+    docs_args, docs_overrides = docs_gpu_command()
+    corpus_at = docs_args.index("--corpus") + 1
+    docs_args[corpus_at] = str(sessions.parent)
     spec = {
         "gguf": str(smollm2_gguf()),
         "scratch": str(work / "scratch"),
@@ -101,6 +97,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "loop": None,
             "replay": replay_groups(corpus),
             "group": GROUP_CASES,
+            "compose": [*verl_config(*docs_args), *docs_overrides],
             "worker": {
                 "query_id": REAL[0],
                 "session": REAL[1],
@@ -145,6 +142,26 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "verl online check: " + ", ".join(f"{k} {v} s" for k, v in out.items() if k.endswith("_s"))
     )
     return out
+
+
+def verl_config(*args: str) -> list[str]:
+    proc = subprocess.run(
+        [GRUMEM, "verl-config", *args], capture_output=True, text=True, check=True
+    )
+    return shlex.split(proc.stdout)
+
+
+def docs_gpu_command() -> tuple[list[str], list[str]]:
+    """docs/verl.md's GPU command: the `grumem verl-config` arguments in its $(…), and
+    the overrides after it."""
+    text = (REPO / "docs" / "verl.md").read_text(encoding="utf-8")
+    block = text.split("<!-- online-gpu-command -->", 1)[1].split("```", 2)[1]
+    line = block.replace("\\\n", " ")
+    inner = line.split("$(", 1)[1].split(")", 1)[0]
+    args = shlex.split(inner)
+    assert args[:2] == [".venv/bin/grumem", "verl-config"], args
+    rest = shlex.split(line.split(")", 1)[1])
+    return args[2:], rest
 
 
 def recorded_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -313,6 +330,21 @@ def test_group_step_values_pass_verls_advantage_step_per_turn(seen) -> None:
         1,
     )
     assert m == step_metrics(zip(keys, turns, strict=True), "training")
+
+
+@pytest.mark.slow
+def test_the_docs_gpu_command_composes_onto_verls_trainer_config(seen) -> None:
+    assert seen["compose"] == {
+        "n": 8,
+        "prompt_length": 30720,
+        "response_length": 2048,
+        "agent_loop": "grumem",
+        "manager": "grumem.verl.worker.GrumemAgentLoopManager",
+        "adv_estimator": "grumem",
+        "sampler": "GrumemReplayBuffer",
+        "model": "Qwen/Qwen2.5-3B-Instruct",
+        "n_gpus": 8,
+    }
 
 
 @pytest.mark.slow

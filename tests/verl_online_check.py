@@ -16,6 +16,7 @@ printed last for the test to assert on.
 - `group`: rollouts of rows through the group step, TurnOutput.as_dict (the row
   verl stores) and verl's compute_advantage_for_multi_trajectories with the
   registered estimator, and with stock `grpo` beside it.
+- `compose`: a command line's overrides composed onto verl's trainer config.
 - `worker`: verl's v1 rollout path on this machine: Ray (127.0.0.1 only),
   TransferQueue, GrumemAgentLoopWorker (what GrumemAgentLoopManager makes Ray
   actors of) given a dataloader batch of sessions.parquet rows as the trainer
@@ -440,6 +441,28 @@ def row_bytes(row: dict) -> dict:
     }
 
 
+# ---------------------------------------------------------------------- compose
+
+
+def job_compose(overrides: list[str]) -> dict:
+    """A command line's overrides composed onto verl's own trainer config, as
+    `python -m verl.trainer.main_ppo OVERRIDES` does first; what they resolve to."""
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=overrides)
+    rollout = config.actor_rollout_ref.rollout
+    return {
+        "n": rollout.n,
+        "prompt_length": rollout.prompt_length,
+        "response_length": rollout.response_length,
+        "agent_loop": rollout.agent.default_agent_loop,
+        "manager": rollout.agent.agent_loop_manager_class,
+        "adv_estimator": config.algorithm.adv_estimator,
+        "sampler": config.trainer.v1.sampler.custom_sampler.name,
+        "model": config.actor_rollout_ref.model.path,
+        "n_gpus": config.trainer.n_gpus_per_node,
+    }
+
+
 # ------------------------------------------------------------------------- main
 
 
@@ -457,6 +480,8 @@ def main(spec_path: str) -> dict:
             seen[job] = job_replay(tokenizer, inputs)
         elif job == "group":
             seen[job] = job_group(tokenizer, inputs)
+        elif job == "compose":
+            seen[job] = job_compose(inputs)
         elif job == "worker":
             seen[job] = job_worker(tokenizer, gguf, scratch, inputs)
         else:
