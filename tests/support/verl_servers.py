@@ -29,7 +29,10 @@ class LlamaServerManager:
     returns it."""
 
     def __init__(self, gguf: str, grammar: str | None, max_tokens: int, seed: int = 0):
-        self.llm = Llama(model_path=gguf, n_ctx=8192, seed=seed, verbose=False)
+        # fixed threads and a seed set before every request: the same prompt ids give
+        # the same answer whatever ran before it
+        self.llm = Llama(model_path=gguf, n_ctx=8192, n_threads=2, seed=seed, verbose=False)
+        self.seed = seed
         self.grammar = None if grammar is None else LlamaGrammar.from_string(grammar, verbose=False)
         self.max_tokens = max_tokens
         self.lock = asyncio.Lock()
@@ -49,6 +52,7 @@ class LlamaServerManager:
         limit = params.get("max_tokens", self.max_tokens)
         top_k = params.get("top_k", -1)
         out: list[int] = []
+        self.llm.set_seed(self.seed)
         tokens = self.llm.generate(
             prompt_ids,
             temp=params.get("temperature", 1.0),
