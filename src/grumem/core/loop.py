@@ -50,6 +50,16 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
                 "raw": response["body"][:MAX_RAW],
             },
         }
+    return interpret_content(content, finish, memory_budget)
+
+
+def interpret_content(
+    content: str, finish: str | None = None, memory_budget: int | None = None
+) -> dict:
+    """Gate fields for one answer's text: the strict parse, or its format failure.
+
+    The same rules whether the text came in a recorded chat completion (interpret)
+    or was decoded from a policy's tokens (grumem.verl's agent loop)."""
     try:
         g = parse_gate_response(content)
     except ParseError as e:
