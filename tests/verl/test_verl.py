@@ -128,6 +128,7 @@ def test_verl_loads_the_corpus_and_scores_it_with_compute_score(tmp_path, fake_s
     assert seen["rows"] == 144, "RLHFDataset dropped rows"
     assert seen["templated"] == 144
     assert (seen["mismatch_count"], seen["mismatches"]) == (0, [])
+    assert seen["pandas_mismatch_count"] == 0
     assert seen["has_chat_template"] and seen["vocab_size"] == 49152
     # verl's scores are the ones grumem computes for the same rows
     import pyarrow.parquet as pq
