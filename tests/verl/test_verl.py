@@ -28,7 +28,7 @@ import yaml
 import grumem.verl.reward
 from grumem.core.advantages import EPS
 from grumem.verl.reward import compute_score
-from support.verl import VERL_PYTHON, samples2_script, smollm2_gguf
+from support.verl_venv import VERL_PYTHON, samples2_script, smollm2_gguf
 from support.workflow import REPO, snakemake, write_config
 
 CHECK = Path(__file__).parents[1] / "support" / "verl_check.py"

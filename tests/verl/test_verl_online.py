@@ -40,7 +40,7 @@ from grumem.verl.group_step import step_metrics
 from grumem.verl.session_row import read_session_row
 from support.harness import start_fake_server
 from support.session_rows import demo_session_rows, write_rows
-from support.verl import samples2_script, smollm2_gguf
+from support.verl_venv import samples2_script, smollm2_gguf
 from support.workflow import REPO, snakemake, write_config
 
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
