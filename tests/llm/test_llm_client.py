@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.core.grammar import GATE_GRAMMAR, fitting_text_chars, grammar_fields
 from grumem.core.recording import stored_body
 from grumem.core.tokens import count_tokens
 from grumem.errors import (
@@ -36,7 +37,6 @@ from grumem.errors import (
 from grumem.io.jsonl import dumps, sha256_bytes, sha256_text, validate
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import LLMClient, is_answer, retry_after_seconds
-from grumem.llm.grammar import GATE_GRAMMAR, fitting_text_chars, grammar_fields
 from grumem.llm.local_server import free_port
 from grumem.llm.request import build_body, request_sha, sampling_params
 from support.draws import fault_for
