@@ -40,6 +40,7 @@ from grumem.config.settings import (
     validate_config,
 )
 from grumem.core.gate_parser import MAX_RAW
+from grumem.core.grammar import grammar_fields
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
 from grumem.core.template import Budget, check_budget, fill, load_template
@@ -49,7 +50,6 @@ from grumem.io.chunk_files import Chunk, iter_sessions
 from grumem.io.jsonl import stdlib_loads, write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
-from grumem.llm.grammar import grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 
