@@ -48,7 +48,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from grumem.llm.grammar import fitting_text_chars, gbnf  # noqa: E402
+from grumem.core.grammar import fitting_text_chars, gbnf  # noqa: E402
 from grumem.verl.agent_loop import GrumemAgentLoop  # noqa: E402
 from grumem.verl.estimator import ESTIMATOR  # noqa: E402
 from grumem.verl.group_step import step_metrics  # noqa: E402

@@ -138,9 +138,7 @@ def _extra_info(extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
             f"extra_info lacks {', '.join(missing)}: export the corpus with this grumem"
             " (turns.parquet from `grumem export`)"
         )
-    gates = [
-        _optional_bool(f"exit_gates[{i}]", g) for i, g in enumerate(_sequence(extra_info))
-    ]
+    gates = [_optional_bool(f"exit_gates[{i}]", g) for i, g in enumerate(_sequence(extra_info))]
     t = _turn("t", extra_info["t"], null=False)
     last = _turn("t_last_evidence", extra_info["t_last_evidence"], null=True)
     if not 1 <= t <= len(gates):
