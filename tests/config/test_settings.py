@@ -103,15 +103,13 @@ def test_connection_takes_only_connection_settings() -> None:
 
 
 def test_the_judge_takes_the_connection_too() -> None:
-    from grumem.stages.judge import settings_from_args as judge_settings
-
     parser = argparse.ArgumentParser()
     add_settings_arguments(parser)
     parser.add_argument("--project")
     settings = json.dumps({"llm": {"model": "m"}, "labels": {"source": "judge"}})
     connection = '{"base_url": "http://j/v1", "retries": 1}'
     args = parser.parse_args(["--settings", settings, "--connection", connection, "--project", "p"])
-    s = judge_settings(args)
+    s = settings_from_args(args, labels_of=args.project)
     assert s["llm"]["base_url"] == "http://j/v1" and s["llm"]["retries"] == 1
     assert s["labels"]["source"] == "judge"
 

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
-from grumem.errors import RecordError
+from grumem.errors import GrumemError, RecordError
 from grumem.io.jsonl import (
     MAX_JSON_DEPTH,
     nesting_why,
@@ -425,7 +425,12 @@ def settings_from_json(
     changed, and `--config` overrides reach every job) instead of the path of a
     config file the job would re-read; `connection` (from --connection) goes
     into the llm section over what `text` holds."""
-    settings = _json_object(text, source)
+    return _validated_sections(_json_object(text, source), source, connection)
+
+
+def _validated_sections(
+    settings: dict[str, Any], source: str, connection: Mapping[str, Any] | None
+) -> dict[str, Any]:
     if "projects" in settings:
         raise RecordError(source, None, None, "expected an object of config sections (no projects)")
     if connection:
@@ -457,11 +462,36 @@ def add_settings_arguments(parser: Any) -> None:
     )
 
 
-def settings_from_args(args: Any) -> dict[str, Any]:
+def settings_from_args(args: Any, labels_of: str | None = None) -> dict[str, Any]:
+    """The config sections a subcommand is given, validated, defaults filled.
+
+    `--settings` is the JSON a rule passes (config sections, no projects);
+    `--config` reads them from a config.yaml; `--connection` overrides the llm
+    connection settings of either. With `labels_of` (the judge), the settings
+    also hold that project's `labels` section: the `labels` key of `--settings`,
+    checked as a project's, or the project's entry of the config file."""
     connection = connection_from_json(getattr(args, "connection", None))
     if args.settings is not None:
-        return settings_from_json(args.settings, connection=connection)
+        sections = _json_object(args.settings, "--settings")
+        if labels_of is None:
+            return _validated_sections(sections, "--settings", connection)
+        if "labels" not in sections:
+            raise RecordError(
+                "--settings", None, "labels", "missing: pass the project's labels section"
+            )
+        labels = sections.pop("labels")
+        settings = _validated_sections(sections, "--settings", connection)
+        project = {"chunks": "", "queries": "", "labels": labels}
+        checked = validate_config({"projects": {labels_of: project}}, "--settings")
+        settings["labels"] = checked["projects"][labels_of]["labels"]
+        return settings
     config = load_config(args.config)
-    config.pop("projects")
+    projects = config.pop("projects")
+    if labels_of is not None:
+        if labels_of not in projects:
+            raise GrumemError(
+                f"{args.config}: no project {labels_of!r} (projects: {', '.join(sorted(projects))})"
+            )
+        config["labels"] = projects[labels_of]["labels"]
     config["llm"].update(connection)
     return config
