@@ -31,7 +31,7 @@ from grumem.config.settings import (
     settings_from_json,
 )
 from grumem.core.recording import chat_content
-from grumem.corpus.calibration_gate import read_kappa
+from grumem.corpus.kappa_gate import read_kappa
 from grumem.corpus.log_reader import LogReader
 from grumem.errors import GrumemError, NestingError
 from grumem.io.chunk_files import manifest_chunks, read_chunk_file

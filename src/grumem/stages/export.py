@@ -42,8 +42,8 @@ from typing import IO, Any
 
 from grumem.core.advantages import ALPHA, ReturnWeights
 from grumem.corpus.advantage_table import AdvantageTable, Scores
-from grumem.corpus.calibration_gate import check_calibration
 from grumem.corpus.card import CARD, card_text
+from grumem.corpus.kappa_gate import check_kappa
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.parquet import PARQUET_SCHEMA, ParquetSink
 from grumem.corpus.summary import Summary, format_summary
@@ -88,7 +88,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     for what, p in (("log", inputs.log), ("labels", inputs.labels)):
         if not os.path.exists(p):
             raise GrumemError(f"{what} file {p} does not exist")
-    kappa = check_calibration(inputs.kappa, inputs.labels, inputs.min_kappa)
+    kappa = check_kappa(inputs.kappa, inputs.labels, inputs.min_kappa)
     labels = load_labels(inputs.labels)
     sessions = session_chunk_shas(inputs.chunks) if inputs.chunks else None
 

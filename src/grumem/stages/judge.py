@@ -151,7 +151,10 @@ def distinct_chunks(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[C
 
 
 @dataclass(frozen=True)
-class Pair:
+class PairToJudge:
+    """One (query, chunk) to judge: the question and the rendered chunk, with their
+    token counts (each counted once, however many pairs share it)."""
+
     query_id: str
     question: str
     question_tokens: int
@@ -162,21 +165,23 @@ class Pair:
 
 def iter_pairs(
     chunk_paths: Sequence[str | os.PathLike[str]], queries: Sequence[Mapping[str, str]]
-) -> Iterator[Pair]:
+) -> Iterator[PairToJudge]:
     """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
     question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
     for chunk in distinct_chunks(chunk_paths):
         text = chunk.text
         tokens = count_tokens(text)
         for q in queries:
-            yield Pair(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens)
+            yield PairToJudge(
+                q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens
+            )
 
 
 # ------------------------------------------------------------------ judging
 
 
 def _unjudged(
-    pair: Pair,
+    pair: PairToJudge,
     reason: str,
     request_sha: str | None,
     parse_error: dict[str, str] | None = None,
@@ -193,7 +198,7 @@ def _unjudged(
 
 
 async def judge_pair(
-    client: Any, pair: Pair, s: JudgeSettings, template: str, progress: Progress
+    client: Any, pair: PairToJudge, s: JudgeSettings, template: str, progress: Progress
 ) -> tuple[str, dict[str, Any]]:
     """("label", label record) or ("unjudged", side-file record) for one pair."""
     user = judge_prompt(template, pair.question, pair.chunk_text)
@@ -245,7 +250,7 @@ async def judge_pair(
 
 async def judge_all(
     client: Any,
-    pairs: Iterator[Pair],
+    pairs: Iterator[PairToJudge],
     s: JudgeSettings,
     template: str,
     progress: Progress,
@@ -257,7 +262,7 @@ async def judge_all(
     labels: list[dict[str, Any]] = []
     unjudged: list[dict[str, Any]] = []
     # a bounded queue: only the pairs about to be sent are in memory, not the corpus
-    queue: asyncio.Queue[Pair | None] = asyncio.Queue(maxsize=2 * workers)
+    queue: asyncio.Queue[PairToJudge | None] = asyncio.Queue(maxsize=2 * workers)
 
     async def produce() -> None:
         for pair in pairs:
