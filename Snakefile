@@ -43,9 +43,11 @@ include: "workflow/rules/responses.smk"
 include: "workflow/rules/gates.smk"
 include: "workflow/rules/log.smk"
 include: "workflow/rules/judge.smk"
+include: "workflow/rules/labels.smk"
 include: "workflow/rules/kappa.smk"
-include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/report_plots.smk"
+include: "workflow/rules/report_viewer.smk"
 
 
 rule export:

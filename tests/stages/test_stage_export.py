@@ -220,10 +220,8 @@ def test_a7_refuses_without_calibration(work: Path) -> None:
             str(work / "labels.jsonl"),
             "--kappa",
             str(work / "kappa.json"),
-            "--min-kappa",
-            "0.6",
-            "--data-source",
-            "demo",
+            "--settings",
+            '{"export": {"min_kappa": 0.6, "data_source": "demo"}}',
             "--out-dir",
             str(out),
         ],
@@ -326,10 +324,8 @@ def test_cli_prints_summary(work: Path) -> None:
             str(work / "labels.jsonl"),
             "--kappa",
             str(work / "kappa.json"),
-            "--min-kappa",
-            "0.6",
-            "--data-source",
-            "demo",
+            "--settings",
+            '{"export": {"min_kappa": 0.6, "data_source": "demo"}}',
             "--out-dir",
             str(work / "corpus"),
         ],
@@ -649,15 +645,16 @@ def test_refused_export_never_writes_its_inputs(work: Path, how: str, capsys) ->
         "--out-dir",
         str(work / "corpus"),
     ]
-    min_kappa = ["--min-kappa", "0.8" if how == "kappa below min_kappa" else "0.6"]
-    assert main([*args, *min_kappa]) == 1
+    min_kappa = 0.8 if how == "kappa below min_kappa" else 0.6
+    settings = ["--settings", json.dumps({"export": {"min_kappa": min_kappa}})]
+    assert main([*args, *settings]) == 1
     assert "grumem export: error:" in capsys.readouterr().err
     assert {p.name: _sha256(p) for p in inputs if p.exists()} == before
     assert sorted(p for p in work.iterdir() if p.is_file()) == inputs  # nothing new beside them
     assert_nothing_written(work / "corpus")
     if fix is not None:
         fix()
-    assert main([*args, "--min-kappa", "0.6"]) == 0
+    assert main([*args, "--settings", '{"export": {"min_kappa": 0.6}}']) == 0
     assert (work / "corpus" / SUMMARY).exists()
 
 

@@ -55,8 +55,8 @@ def test_cli(tmp_path: Path) -> None:
         str(FIXTURE / "queries.yaml"),
         "--chunks",
         str(FIXTURE / "chunks.jsonl"),
-        "--min-calibration",
-        "20",
+        "--settings",
+        '{"export": {"min_calibration": 20}}',
         "--out",
         str(out),
     ]
@@ -65,7 +65,7 @@ def test_cli(tmp_path: Path) -> None:
     assert "kappa: 0.7547 over 26 pairs" in proc.stderr
     assert out.exists()
     out.unlink()
-    cmd[cmd.index("--min-calibration") + 1] = "27"
+    cmd[cmd.index("--settings") + 1] = '{"export": {"min_calibration": 27}}'
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "only 26 pair(s)" in proc.stderr and "min_calibration" in proc.stderr

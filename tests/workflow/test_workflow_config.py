@@ -165,7 +165,9 @@ def test_a_session_in_two_shards_fails_before_any_request(tmp_path, fake_server)
 # --------------------------------------------------------------- item 18
 
 
-def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
+def test_connection_settings_rerun_nothing_and_export_settings_rerun_the_export(
+    tmp_path, fake_server
+) -> None:
     server = fake_server(FAKE_DEMO)
     write_config(tmp_path, server.base_url)
     snakemake(tmp_path, "all")
@@ -184,6 +186,22 @@ def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
         write_config(tmp_path, server.base_url, llm=llm)
         out = snakemake(tmp_path, "-n", "all").stdout
         assert jobs(out) == {} and "Nothing to be done" in out, (llm, out[-2000:])
+    # every export setting reaches its jobs through --settings, a param: a change
+    # reruns the export (and the plots drawn from it), min_calibration the kappa job
+    # too, and nothing upstream
+    downstream = {"export_project": 1, "report_plots": 1, "report_viewer": 1, "all": 1}
+    for export in (
+        {"min_kappa": 0.5},
+        {"data_source": "other"},
+        {"alpha": 0.5},
+        {"return_weights": {"r_update": 2.0}},
+        {"return_weights": {"r_exit": 2.0}},
+        {"return_weights": {"r_format": 2.0}},
+        {"min_calibration": 10},
+    ):
+        write_config(tmp_path, server.base_url, export=export)
+        expected = {**downstream, "kappa": 1} if "min_calibration" in export else downstream
+        assert jobs(snakemake(tmp_path, "-n", "all").stdout) == expected, export
     # a setting that changes the requests' bytes does rerun them
     write_config(tmp_path, server.base_url, llm={"temperature": 0.1})
     assert jobs(snakemake(tmp_path, "-n", "all").stdout)["responses"] == 2

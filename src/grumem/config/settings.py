@@ -450,16 +450,24 @@ def validate_sections(sections: dict[str, Any], source: str) -> dict[str, Any]:
     return full
 
 
-def add_settings_arguments(parser: Any) -> None:
-    g = parser.add_mutually_exclusive_group(required=True)
-    g.add_argument("--settings", help="config sections as JSON (what the workflow's rules pass)")
-    g.add_argument("--config", help="a config.yaml to read the sections from")
-    parser.add_argument(
-        "--connection",
-        default=None,
-        help=f"llm connection settings as JSON ({', '.join(CONNECTION_KEYS)}); "
-        "they override those of --settings or --config",
+def add_settings_arguments(parser: Any, required: bool = True, connection: bool = True) -> None:
+    """`--settings` (what the workflow's rules pass) or `--config`; without `required`,
+    neither means the schema's defaults. `--connection` for the commands that send
+    requests."""
+    g = parser.add_mutually_exclusive_group(required=required)
+    default = "" if required else "; neither: the schema's defaults"
+    g.add_argument(
+        "--settings",
+        help=f"config sections as JSON (what the workflow's rules pass){default}",
     )
+    g.add_argument("--config", help="a config.yaml to read the sections from")
+    if connection:
+        parser.add_argument(
+            "--connection",
+            default=None,
+            help=f"llm connection settings as JSON ({', '.join(CONNECTION_KEYS)}); "
+            "they override those of --settings or --config",
+        )
 
 
 def settings_from_args(args: Any, labels_of: str | None = None) -> dict[str, Any]:
@@ -471,6 +479,8 @@ def settings_from_args(args: Any, labels_of: str | None = None) -> dict[str, Any
     also hold that project's `labels` section: the `labels` key of `--settings`,
     checked as a project's, or the project's entry of the config file."""
     connection = connection_from_json(getattr(args, "connection", None))
+    if args.settings is None and args.config is None:  # neither given: the defaults
+        return _validated_sections({}, "--settings", connection)
     if args.settings is not None:
         sections = _json_object(args.settings, "--settings")
         if labels_of is None:

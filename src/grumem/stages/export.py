@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from grumem.config.settings import settings_from_args
 from grumem.core.advantages import ALPHA, ReturnWeights
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.card import CARD, card_text
@@ -202,17 +203,22 @@ def session_chunk_shas(paths: Sequence[str]) -> dict[str, list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     """`grumem export`: the corpus; its summary to stderr (the job's log)."""
+    s = settings_from_args(args)["export"]
+    weights = s["return_weights"]
+    # floats, as the schema's `number` may be written 1: min_kappa goes into summary.json
     summary = export(
         ExportInputs(
             log=args.turn_log,
             labels=args.labels,
             kappa=args.kappa,
             out_dir=args.out_dir,
-            min_kappa=args.min_kappa,
-            data_source=args.data_source,
+            min_kappa=float(s["min_kappa"]),
+            data_source=s["data_source"],
             chunks=tuple(args.chunks),
-            alpha=args.alpha,
-            return_weights=ReturnWeights(args.w_r_update, args.w_r_exit, args.w_r_format),
+            alpha=float(s["alpha"]),
+            return_weights=ReturnWeights(
+                float(weights["r_update"]), float(weights["r_exit"]), float(weights["r_format"])
+            ),
             template=args.template,
         )
     )
