@@ -22,7 +22,7 @@ from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, Record
 from grumem.io.chunk_files import render_records
 from grumem.io.jsonl import dumps, read_jsonl, sha256_file, sha256_text, validate
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
-from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log
+from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log, verl_rows
 
 T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3
 
@@ -876,14 +876,14 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
 def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) -> None:
     """The columnar sink cuts a row group at the row that reaches ROW_GROUP_ROWS or
     ROW_GROUP_BYTES (mid-trajectory too), and the file holds exactly the rows
-    parquet_rows gives, in order."""
+    verl_rows gives, in order."""
     from grumem.corpus import parquet
 
     monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
     export(inputs(work))
     rows, sizes = [], []
     for record in trajectories(work / "corpus"):
-        for row, size in parquet.parquet_rows("grumem", "memory_gating", record, len(rows)):
+        for row, size in verl_rows("grumem", "memory_gating", record, len(rows)):
             rows.append(row)
             sizes.append(size)
     expected_groups, n, b = [], 0, 0

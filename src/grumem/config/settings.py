@@ -23,9 +23,7 @@ from grumem.io.jsonl import (
     stdlib_loads,
     strict_validator_class,
 )
-from grumem.io.paths import SCHEMAS_DIR
 
-CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
 ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
 ENDPOINT_URL = re.compile(ENDPOINT_URL_PATTERN)
 # A placeholder project: the sections a rule passes are checked with the config
