@@ -144,7 +144,7 @@ def _objects(s: dict) -> st.SearchStrategy:
 @given(st.deferred(lambda: _objects(sections_schema())))
 @settings(max_examples=800, deadline=None)
 def test_the_compiled_sections_check_agrees_with_the_reference(sections: dict) -> None:
-    """Jobs check their settings by compiled code (issue 15): it may only accept what the
+    """Jobs check their settings by compiled code: it may only accept what the
     reference (jsonschema and its default-filling recipe) accepts, filled alike."""
     fast = filled_sections(copy.deepcopy(sections))
     placeholder = {"x": {"chunks": "", "queries": ""}}

@@ -566,7 +566,7 @@ def test_config_and_mode_errors(tmp_path):
     assert (client.mode, client.concurrency, client.retries) == ("replay", 2, 1)
 
 
-# ------------------------------------------------- (h) issue 17: secrets, answers, models
+# ------------------------------------------------------ (h) secrets, answers, models
 
 SECRET = "sk-grumem-SECRET-4b8e2d6f1a"
 

@@ -79,8 +79,9 @@ def endpoint_url_problem(url: str) -> str | None:
 def _formats() -> Any:
     """The config schema's own formats. Snakemake's validation ignores formats, so a
     value it must not echo (a key pasted as a variable name) is checked only here,
-    where the message leaves the value out. (jsonschema is imported only when a
-    whole config is validated: it took ~80 ms of every job.)"""
+    where the message leaves the value out."""
+    # imported only when a whole config is validated: its import costs ~80 ms,
+    # which a job checking its --settings by compiled code never pays
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
