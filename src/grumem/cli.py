@@ -124,12 +124,7 @@ def add_kappa(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="the project's chunk files, directories or manifests: calibration pairs among them",
     )
-    p.add_argument(
-        "--min-calibration",
-        type=int,
-        default=20,
-        help="fewest overlapping pairs (export.min_calibration)",
-    )
+    add_settings_arguments(p, required=False, connection=False)
     p.add_argument("--out", required=True, help="kappa.json")
     p.set_defaults(handler="grumem.stages.kappa:main")
 
@@ -139,8 +134,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--labels", required=True, help="labels.jsonl")
     p.add_argument("--kappa", required=True, help="kappa.json from `grumem kappa` (required)")
-    p.add_argument("--min-kappa", type=float, default=0.6, help="export.min_kappa")
-    p.add_argument("--data-source", default="grumem", help="verl data_source (export.data_source)")
+    add_settings_arguments(p, required=False, connection=False)
     p.add_argument(
         "--chunks",
         nargs="+",
@@ -155,20 +149,6 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--template", default=None, help="the prompts' template: its sha256 goes in the card"
     )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=0.9,
-        help="advantage = alpha*A_traj + (1-alpha)*A_turn (export.alpha)",
-    )
-    for name in ("r_update", "r_exit", "r_format"):
-        p.add_argument(
-            f"--return-weight-{name.removeprefix('r_')}",
-            dest=f"w_{name}",
-            type=float,
-            default=1.0,
-            help=f"weight of {name} in a trajectory's return (export.return_weights.{name})",
-        )
     p.set_defaults(handler="grumem.stages.export:main")
 
 

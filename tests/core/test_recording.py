@@ -17,8 +17,8 @@ NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
 
 
 def test_a_body_that_is_not_utf8_is_recorded_losslessly() -> None:
-    """11.4: the client stored a U+FFFD-decoded string, so its sha256 (of the raw
-    bytes) could never be checked; now the raw bytes are kept as body_b64."""
+    """A body that is not UTF-8 keeps its raw bytes as body_b64, so its sha256 (of the
+    raw bytes) can be checked; a U+FFFD-decoded string could not be."""
     attempt = attempt_record(
         1, Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1"
     )

@@ -79,7 +79,7 @@ _TEXTS = st.lists(_PIECES | st.text(max_size=6), max_size=12).map("".join)
 def test_count_tokens_refilled_equals_the_direct_count(
     prefix: str, known: str, middle: str, suffix: str
 ) -> None:
-    """The responses stage's budget count (issue 15): from the count with another
+    """The responses stage's budget count: from the count with another
     memory in the slot, only the slot recounted, it is the direct count, exactly."""
     known_count = count_tokens(prefix + known + suffix)
     assert count_tokens_refilled(prefix, suffix, known, known_count, middle) == count_tokens(
@@ -100,12 +100,12 @@ def test_count_tokens_refilled_on_the_template_equals_the_direct_count() -> None
 @given(_TEXTS)
 @settings(max_examples=600, deadline=None)
 def test_token_bound_is_never_below_the_count(text: str) -> None:
-    """Budget checks that pass on the bound skip the encoder (issue 15): it must bound."""
+    """Budget checks that pass on the bound skip the encoder: it must bound."""
     assert token_bound(text) >= count_tokens(text)
 
 
 def test_the_cached_encoding_is_the_registry_s(tmp_path: Path) -> None:
-    """grumem.io.startup_cache keeps the constructor's arguments (issue 15): the encoding
+    """grumem.io.startup_cache keeps the constructor's arguments: the encoding
     made from the cache, and the one made the first time, are tiktoken's own."""
     code = (
         "import tiktoken; from grumem.core.tokens import encoding, ENCODING_NAME\n"
@@ -129,7 +129,7 @@ def test_count_tokens_within_equals_the_direct_counts(
     prefix: str, middle: str, suffix: str
 ) -> None:
     """The prompts stage counts a section and its prompt sharing the section's inner
-    part (issue 15): both counts are the direct ones, exactly."""
+    part: both counts are the direct ones, exactly."""
     assert count_tokens_within(prefix, middle, suffix) == (
         count_tokens(middle),
         count_tokens(prefix + middle + suffix),

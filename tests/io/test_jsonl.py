@@ -239,7 +239,7 @@ _JSON_VALUES = st.recursive(
 @given(_JSON_VALUES)
 @settings(max_examples=400)
 def test_dumps_bytes_equals_the_stdlib_serialisation(value: Any) -> None:
-    """orjson writes records (issue 15); every written file keeps the bytes json.dumps gave."""
+    """orjson writes records; every written file keeps the bytes json.dumps gives."""
     try:
         expected = dumps(value).encode("utf-8")
     except UnicodeEncodeError:
@@ -257,7 +257,7 @@ def test_loads_equals_the_stdlib_parse(value: Any) -> None:
 
 
 def test_schemas_read_by_libyaml_equal_the_pure_python_reading() -> None:
-    """schema() reads with libyaml's CSafeLoader (issue 15): the same schemas as SafeLoader."""
+    """schema() reads with libyaml's CSafeLoader: the same schemas as SafeLoader."""
     import yaml
 
     from grumem.io.jsonl import SCHEMA_LOADER

@@ -352,7 +352,7 @@ def test_a_real_export_round_trips(tmp_path: Path):
         "kappa",
         *("--labels", str(fx / "labels.jsonl"), "--calibration", str(fx / "calibration.jsonl")),
         *("--queries", str(fx / "queries.yaml"), "--chunks", str(fx / "chunks.jsonl")),
-        *("--min-calibration", "10", "--out", str(kappa)),
+        *("--settings", '{"export": {"min_calibration": 10}}', "--out", str(kappa)),
     )
     out = tmp_path / "corpus"
     grumem(

@@ -66,8 +66,9 @@ def _edit_b64(attempt: dict) -> dict:
     ids=["utf-8 error body", "body not utf-8"],
 )
 def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw, edit) -> None:
-    """11.4: the `gates` stage checked the sha256 of 200 answers only, and a body
-    that is not UTF-8 could not be checked at all; now every body is checked."""
+    """The `gates` stage checks the sha256 of every recorded body, an error body and a
+    body that is not UTF-8 (kept as body_b64) too: an edited one fails naming file,
+    line and field."""
     from grumem.stages.gates import regate
 
     attempt = attempt_record(1, Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")

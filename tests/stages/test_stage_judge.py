@@ -1,4 +1,4 @@
-"""The LLM judge (issue 8): the judge prompt's golden file, judging every (query, chunk)
+"""The LLM judge: the judge prompt's golden file, judging every (query, chunk)
 once against the fake server over real HTTP, replay byte for byte, unparsed and failed
 judgements listed and never guessed, κ against the demo's calibration, merging shard
 outputs, and the calibration sample. One slow test runs the embedded real model."""
@@ -19,9 +19,10 @@ import pytest
 import yaml
 from conftest import start_fake_server
 
-from grumem.config.settings import load_queries
+from grumem.config.settings import load_queries, settings_from_args
 from grumem.core.calibration import allocate, draw_sample, finalize, write_sample
 from grumem.core.grammar import JUDGE_GRAMMAR, gbnf
+from grumem.core.judge_counts import format_judge_counts
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import stored_body
 from grumem.errors import (
@@ -39,11 +40,9 @@ from grumem.llm.cache import ResponseCache
 from grumem.stages.judge import (
     JudgeSettings,
     distinct_chunks,
-    format_summary,
     judge_prompt,
     load_judge_template,
     run,
-    settings_from_args,
     think_chars,
 )
 from grumem.stages.kappa import run_kappa
@@ -85,7 +84,7 @@ def make_settings(
         "labels": {"source": "judge", "judge": {"model": "fake-judge", **(judge or {})}},
     }
     args = argparse.Namespace(settings=json.dumps(data), config=None, project="demo")
-    return settings_from_args(args)
+    return settings_from_args(args, labels_of=args.project)
 
 
 def demo_chunks_with_a_shared_session(workdir: Path) -> Path:
@@ -177,16 +176,16 @@ def test_judge_settings_override_the_llm_section(tmp_path):
 def test_settings_errors_name_the_field(tmp_path):
     args = argparse.Namespace(settings=json.dumps({"llm": {}}), config=None, project="demo")
     with pytest.raises(RecordError, match="labels"):
-        settings_from_args(args)
+        settings_from_args(args, labels_of=args.project)
     bad = {"llm": {}, "labels": {"source": "judge", "judge": {"temperature": -1}}}
     args = argparse.Namespace(settings=json.dumps(bad), config=None, project="demo")
     with pytest.raises(RecordError, match=r"projects\.demo\.labels\.judge\.temperature"):
-        settings_from_args(args)
+        settings_from_args(args, labels_of=args.project)
     args = argparse.Namespace(settings=None, config=str(REPO_ROOT / "config.yaml"), project="x")
     with pytest.raises(GrumemError, match="no project 'x'"):
-        settings_from_args(args)
+        settings_from_args(args, labels_of=args.project)
     args.project = "demo"
-    assert settings_from_args(args)["labels"]["judge"]["max_tokens"] == 256
+    assert settings_from_args(args, labels_of=args.project)["labels"]["judge"]["max_tokens"] == 256
 
 
 # --- judging the demo against the fake server ----------------------------------------------
@@ -326,7 +325,7 @@ def test_a_parse_failure_is_listed_and_never_labelled(module_fake_server, tmp_pa
     labelled = {(r["query_id"], r["chunk_sha"]) for r in read_jsonl(out, "label")}
     assert ("errors-and-fixes", target[0].sha) not in labelled
     assert ("environment", target[0].sha) in labelled
-    text = format_summary(stats, str(out), str(side))
+    text = format_judge_counts(stats, str(out), str(side))
     assert "71/72 pairs labelled" in text and "unparsed 1" in text
     assert "1 pair(s) have no label: the export will refuse to run" in text
 

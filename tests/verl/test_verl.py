@@ -1,4 +1,4 @@
-"""Issue 13: the corpus proven with verl itself, not with a copy of its conventions.
+"""The corpus proven with verl itself, not with a copy of its conventions.
 
 The demo (fake server, loop.samples 2, so every (query, session) is a group of
 two, whose sample 1 the script answers more narrowly than sample 0, so groups

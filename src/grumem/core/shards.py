@@ -1,10 +1,9 @@
 """A project's units and their shards, as the workflow's input functions see them.
 
-Snakemake calls a rule's input functions once per job. Each one used to
-re-glob and re-sort the whole project, so a dry run grew as jobs x files
-(issue 16: 5,000 transcripts took 254 s). The workflow now builds one
-ProjectShards per project and run (functools.cache in common.smk) and every
-input function is a lookup in it.
+Snakemake calls a rule's input functions once per job: one that globbed and
+sorted the whole project would make a dry run grow as jobs x files. The
+workflow builds one ProjectShards per project and run (functools.cache in
+common.smk) and every input function is a lookup in it.
 
 Two shard rules (config `shard_rule`), both over the source files in sorted order:
 

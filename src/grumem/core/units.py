@@ -33,10 +33,6 @@ def unit_name(path: str | os.PathLike[str]) -> str:
     return f"{slug}-{digest}" if slug else f"u-{digest}"
 
 
-def is_unit_name(name: str) -> bool:
-    return _UNIT.fullmatch(name) is not None
-
-
 def unit_names(
     project: str | None, paths: Iterable[str], under: str | os.PathLike[str] | None = None
 ) -> dict[str, str]:

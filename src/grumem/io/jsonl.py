@@ -34,8 +34,9 @@ from grumem.io.startup_cache import cached_validator
 if TYPE_CHECKING:
     import jsonschema
 
-# jsonschema (~80 ms to import) is the reference that names the field of a record
-# the compiled check rejects: it is imported only then, or by the config's validation
+# jsonschema (its import costs ~80 ms) is the reference that names the field of a
+# record the compiled check rejects: it is imported only then, or by the config's
+# validation
 
 
 # How deep arrays and objects may nest in any JSON (or YAML) grumem reads. The
@@ -171,7 +172,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema `workflow/schemas/<name>.schema.yaml`."""
     with open(SCHEMAS_DIR / f"{name}.schema.yaml", encoding="utf-8") as f:
-        # libyaml's loader: the pure-Python one took ~0.1 s of each small stage job
+        # libyaml's loader: the pure-Python one costs ~0.1 s, much of a small stage job
         return yaml.load(f, Loader=SCHEMA_LOADER)  # noqa: S506 (a SafeLoader)
 
 
@@ -236,9 +237,9 @@ def validate_fast(
     line: int | None = None,
 ) -> None:
     """validate(), by the compiled check (fast_validator) when it accepts: jsonschema,
-    the reference (~80 ms to import), decides only about a record the check rejects,
-    and names its field. (The check is stricter in places: `$` in a pattern ends the
-    string, where the reference allows a final newline; the reference's word stands.)"""
+    the reference, decides only about a record the check rejects, and names its
+    field. (The check is stricter in places: `$` in a pattern ends the string,
+    where the reference allows a final newline; the reference's word stands.)"""
     try:
         fast_validator(schema_name)(record)
     except fastjsonschema.JsonSchemaValueException:
@@ -322,8 +323,8 @@ def json_line(path: str | os.PathLike[str], lineno: int, raw: bytes) -> Any:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         # orjson is ~5x faster but stricter (NaN, lone surrogates) and reads an
-        # integer past 64 bits as a float: those lines the stdlib reads, or
-        # names exactly as before
+        # integer past 64 bits as a float: those lines the stdlib reads, or its
+        # error names exactly
         obj = _loads_or_explain(path, lineno, raw)
     else:
         shallow(obj, raw, path, lineno)
@@ -378,7 +379,7 @@ def loads(
     exact_integers: bool = True,
 ) -> Any:
     """JSON parsed by orjson, or by the stdlib (the reference) when orjson refuses it,
-    so a caller sees the stdlib's value or its JSONDecodeError as before; nested
+    so a caller sees the stdlib's value or its JSONDecodeError either way; nested
     deeper than MAX_JSON_DEPTH it is a NestingError, naming `path`, `line` and
     `field` when given (`locate`: the text is a whole file, name its line).
 
@@ -435,13 +436,13 @@ def read_jsonl(path: str | os.PathLike[str], schema_name: str | None = None) -> 
             yield record
 
 
+# jsonschema takes ~1 ms a record (17 minutes for a million-turn log), the
+# compiled check 20-150 µs
 @cache
 def fast_validator(schema_name: str) -> Callable[[Any], Any]:
-    """workflow/schemas/<name> compiled to Python by fastjsonschema.
-
-    jsonschema takes about 1 ms a record (a million-turn log: 17 minutes of
-    validation alone); the compiled check takes 20-150 µs. A record it rejects
-    is re-checked by jsonschema, the reference, whose error names the field.
+    """workflow/schemas/<name> compiled to Python by fastjsonschema, the fast path of
+    validate_fast. A record it rejects is re-checked by jsonschema, the
+    reference, whose error names the field.
     The compiled code is cached under the sha256 of the schema file's bytes, so
     a job whose validators are cached does not even parse the schemas' YAML.
     """
@@ -462,8 +463,8 @@ def compile_fast(s: dict[str, Any], formats: dict[str, str] | None = None) -> Ca
 
     `formats` maps a format name to a regular expression. The generated code is
     cached by grumem.io.startup_cache under the sha256 of everything it is made
-    from (a changed schema is a new entry): generating and compiling it took
-    ~10 ms a schema, every job."""
+    from (a changed schema is a new entry), so a job does not generate and compile
+    it again."""
     formats = dict(formats or {})
     return cached_validator(
         {"schema": s, "formats": formats, "generator": _generator_version()},

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from grumem.errors import RecordError
 from grumem.io.jsonl import read_jsonl_fast
 
-Pair = tuple[str, str]  # (query_id, chunk_sha)
+LabelKey = tuple[str, str]  # (query_id, chunk_sha): what a label is joined by
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Labels:
     """Evidence per (query_id, chunk_sha), read from one file."""
 
     path: str
-    evidence: dict[Pair, bool]
+    evidence: dict[LabelKey, bool]
     # each annotator named in the file -> its first line (κ checks independence)
     annotators: dict[str, int] = field(default_factory=dict)
 
@@ -42,8 +42,8 @@ def load_labels(path: str | os.PathLike[str]) -> Labels:
     without removing the old line.
     """
     path = str(path)
-    evidence: dict[Pair, bool] = {}
-    first_line: dict[Pair, int] = {}
+    evidence: dict[LabelKey, bool] = {}
+    first_line: dict[LabelKey, int] = {}
     annotators: dict[str, int] = {}
     for line, _, rec in read_jsonl_fast(path, "label"):
         pair = (rec["query_id"], rec["chunk_sha"])

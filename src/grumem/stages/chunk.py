@@ -4,7 +4,7 @@ statistics of each file go to stderr, the job's log.
 Two layouts: `--out DIR` puts every session of every file in DIR; `--units-under
 ROOT` gives each transcript its own directory ROOT/<unit name> (grumem.core.units), the
 layout of the workflow, whose `chunk` job turns a whole shard of transcripts into
-their directories (issue 16: O(shards) jobs, not O(sessions)) and lists what it
+their directories (jobs grow with shards, not with sessions) and lists what it
 wrote in `--manifest`."""
 
 from __future__ import annotations

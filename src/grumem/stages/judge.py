@@ -25,29 +25,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.config.settings import (
-    connection_from_json,
-    load_config,
-    load_queries,
-    settings_from_json,
-    validate_config,
-)
+from grumem.config.settings import load_queries, settings_from_args
 from grumem.core.gate_parser import MAX_RAW
 from grumem.core.grammar import grammar_fields
+from grumem.core.judge_counts import format_judge_counts, judge_counts
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
 from grumem.core.template import Budget, check_budget, fill, load_template
 from grumem.core.tokens import count_tokens
-from grumem.errors import BudgetError, GrumemError, ParseError, RecordError, TemplateError
+from grumem.errors import BudgetError, GrumemError, ParseError, TemplateError
 from grumem.io.chunk_files import Chunk, iter_sessions
-from grumem.io.jsonl import stdlib_loads, write_jsonl
+from grumem.io.jsonl import write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
 from grumem.llm.job import failed_requests_message, llm_job
@@ -84,40 +78,6 @@ def judge_prompt(template: str, question: str, chunk_text: str) -> str:
 
 
 # ------------------------------------------------------------------ settings
-
-
-def settings_from_args(args: Any) -> dict[str, Any]:
-    """`llm`, `budget` and the project's `labels` section, validated, defaults filled.
-
-    `--settings` is the JSON a rule passes: the config sections `llm` and
-    `budget` (others such as `loop` are accepted and ignored) plus `labels`,
-    the project's labels section. `--config` reads them from a config.yaml;
-    `--connection` overrides the llm connection settings of either."""
-    connection = connection_from_json(getattr(args, "connection", None))
-    if args.settings is not None:
-        try:
-            data = stdlib_loads(args.settings)
-        except json.JSONDecodeError as e:
-            raise RecordError("--settings", None, None, f"bad JSON: {e}") from None
-        if not isinstance(data, dict) or "labels" not in data:
-            raise RecordError(
-                "--settings", None, "labels", "missing: pass the project's labels section"
-            )
-        labels = data.pop("labels")
-        settings = settings_from_json(json.dumps(data), connection=connection)
-        project = {"chunks": "", "queries": "", "labels": labels}
-        checked = validate_config({"projects": {args.project: project}}, "--settings")
-        settings["labels"] = checked["projects"][args.project]["labels"]
-        return settings
-    config = load_config(args.config)
-    projects = config.pop("projects")
-    if args.project not in projects:
-        raise GrumemError(
-            f"{args.config}: no project {args.project!r} (projects: {', '.join(sorted(projects))})"
-        )
-    config["labels"] = projects[args.project]["labels"]
-    config["llm"].update(connection)
-    return config
 
 
 @dataclass(frozen=True)
@@ -191,7 +151,10 @@ def distinct_chunks(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[C
 
 
 @dataclass(frozen=True)
-class Pair:
+class PairToJudge:
+    """One (query, chunk) to judge: the question and the rendered chunk, with their
+    token counts (each counted once, however many pairs share it)."""
+
     query_id: str
     question: str
     question_tokens: int
@@ -202,21 +165,23 @@ class Pair:
 
 def iter_pairs(
     chunk_paths: Sequence[str | os.PathLike[str]], queries: Sequence[Mapping[str, str]]
-) -> Iterator[Pair]:
+) -> Iterator[PairToJudge]:
     """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
     question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
     for chunk in distinct_chunks(chunk_paths):
         text = chunk.text
         tokens = count_tokens(text)
         for q in queries:
-            yield Pair(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens)
+            yield PairToJudge(
+                q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens
+            )
 
 
 # ------------------------------------------------------------------ judging
 
 
 def _unjudged(
-    pair: Pair,
+    pair: PairToJudge,
     reason: str,
     request_sha: str | None,
     parse_error: dict[str, str] | None = None,
@@ -233,7 +198,7 @@ def _unjudged(
 
 
 async def judge_pair(
-    client: Any, pair: Pair, s: JudgeSettings, template: str, progress: Progress
+    client: Any, pair: PairToJudge, s: JudgeSettings, template: str, progress: Progress
 ) -> tuple[str, dict[str, Any]]:
     """("label", label record) or ("unjudged", side-file record) for one pair."""
     user = judge_prompt(template, pair.question, pair.chunk_text)
@@ -285,7 +250,7 @@ async def judge_pair(
 
 async def judge_all(
     client: Any,
-    pairs: Iterator[Pair],
+    pairs: Iterator[PairToJudge],
     s: JudgeSettings,
     template: str,
     progress: Progress,
@@ -297,7 +262,7 @@ async def judge_all(
     labels: list[dict[str, Any]] = []
     unjudged: list[dict[str, Any]] = []
     # a bounded queue: only the pairs about to be sent are in memory, not the corpus
-    queue: asyncio.Queue[Pair | None] = asyncio.Queue(maxsize=2 * workers)
+    queue: asyncio.Queue[PairToJudge | None] = asyncio.Queue(maxsize=2 * workers)
 
     async def produce() -> None:
         for pair in pairs:
@@ -377,49 +342,12 @@ def run(
         )
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")
-    return summary(labels, unjudged, counters)
-
-
-def summary(
-    labels: Sequence[Mapping[str, Any]],
-    unjudged: Sequence[Mapping[str, Any]],
-    counters: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    out = {
-        "pairs": len(labels) + len(unjudged),
-        "labelled": len(labels),
-        "yes": sum(1 for lab in labels if lab["evidence"]),
-        "no": sum(1 for lab in labels if not lab["evidence"]),
-        "unparsed": sum(1 for u in unjudged if u["reason"] == "unparsed"),
-        "request_failed": sum(1 for u in unjudged if u["reason"] == "request_failed"),
-        "budget": sum(1 for u in unjudged if u["reason"] == "budget"),
-    }
-    if counters is not None:
-        out["from_cache"] = counters["cache_hits"]
-        out["sent"] = counters["answered"] + counters["failed"]
-    return out
-
-
-def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
-    text = (
-        f"judge: {stats['labelled']}/{stats['pairs']} pairs labelled (yes {stats['yes']}, "
-        f"no {stats['no']}) -> {out}; unparsed {stats['unparsed']}, request failed "
-        f"{stats['request_failed']}, over budget {stats['budget']} -> {unjudged}"
-    )
-    if "sent" in stats:
-        text += f"; requests sent {stats['sent']}, from cache {stats['from_cache']}"
-    missing = stats["pairs"] - stats["labelled"]
-    if missing:
-        text += (
-            f". {missing} pair(s) have no label: the export will refuse to run until they do"
-            " (see the unjudged file; rerun the judge to resend failed requests)"
-        )
-    return text
+    return judge_counts(labels, unjudged, counters)
 
 
 def main(args: argparse.Namespace) -> int:
     """`grumem judge`: a shard's labels; the summary to stderr and to `--log`."""
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, labels_of=args.project)
     stats = run(
         args.chunks,
         args.queries,
@@ -431,5 +359,5 @@ def main(args: argparse.Namespace) -> int:
         max_in_flight=None if args.concurrency is None else max(1, args.concurrency),
     )
     # stderr goes to --log too (cli.main), progress and this summary alike
-    print(format_summary(stats, args.out, args.unparsed), file=sys.stderr)
+    print(format_judge_counts(stats, args.out, args.unparsed), file=sys.stderr)
     return 0

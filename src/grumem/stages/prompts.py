@@ -12,7 +12,7 @@ from grumem.core.template import PromptBuilder
 from grumem.core.tokens import count_tokens
 from grumem.errors import BudgetError, GrumemError
 from grumem.io.chunk_files import iter_sessions
-from grumem.stages.sessions import check_session
+from grumem.io.session_index import check_session, read_session_index
 
 
 def trajectory_id(project: str, query_id: str, session: str, sample: int) -> str:
@@ -30,7 +30,7 @@ def plan(
 ) -> Iterator[dict]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
-    With the project's session index (grumem.stages.sessions), a session that another
+    With the project's session index (grumem.io.session_index), a session that another
     chunk file of the project also holds fails here, before it is paid for."""
     sessions = list(iter_sessions(chunk_paths))
     if not sessions:
@@ -92,7 +92,6 @@ def main(args: argparse.Namespace) -> int:
     from grumem.config.settings import load_queries, settings_from_args
     from grumem.core.template import DEFAULT_TEMPLATE, Budget
     from grumem.io.jsonl import write_jsonl
-    from grumem.stages.sessions import read_session_index
 
     s = settings_from_args(args)
     builder = PromptBuilder.from_file(

@@ -1,5 +1,6 @@
-"""The export's calibration gate (M5.2): no corpus without a kappa.json that clears
-`export.min_kappa` and was computed for the current labels file."""
+"""The export's κ gate (M5.2): no corpus without a kappa.json (rule `kappa`,
+grumem.core.kappa) that clears `export.min_kappa` and was computed for the
+current labels file."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from grumem.errors import ExportRefused, RecordError
 from grumem.io.jsonl import sha256_file, stdlib_loads, validate
 
 
-def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:
+def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:
     """The kappa.json the export may rely on, or ExportRefused saying why not."""
     if not min_kappa >= 0:
         raise ExportRefused(
