@@ -1,8 +1,8 @@
-"""What the JSON nesting check (grumem.io.jsonl.MAX_JSON_DEPTH) costs the readers' hot paths.
+"""What the JSON nesting check (grumem.core.json_text.MAX_JSON_DEPTH) costs the readers' hot paths.
 
     .venv/bin/python scripts/bench_json_depth.py
 
-A value orjson parsed is walked level by level for its depth (grumem.io.jsonl.value_depth);
+A value orjson parsed is walked level by level for its depth (grumem.core.json_text.value_depth);
 the text is scanned (text_depth) only on the error path. Prints, per realistic input,
 the time to parse (orjson.loads), to walk, the reader's whole call (json_line, or
 loads for a document), and the walk as a share of the parse; then the typed log-line
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import orjson
 
+from grumem.core.json_text import dumps, json_line, loads, text_depth, value_depth
 from grumem.corpus.log_line import decode_line
 from grumem.errors import NestingError
-from grumem.io.jsonl import dumps, json_line, loads, text_depth, value_depth
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = (ROOT / "src" / "grumem" / "jsonl.py").read_text(encoding="utf-8")

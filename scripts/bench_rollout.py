@@ -65,9 +65,10 @@ from typing import Any
 import yaml
 
 from grumem.config.settings import settings_from_json
+from grumem.core.json_text import dumps
 from grumem.core.loop import user_message
 from grumem.core.template import Budget, PromptBuilder
-from grumem.io.jsonl import dumps, validate
+from grumem.io.jsonl import validate
 from grumem.llm.client import LLMClient
 from grumem.llm.request import build_body, sampling_params
 from grumem.stages.prompts import plan

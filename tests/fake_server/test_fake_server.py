@@ -23,8 +23,8 @@ import pytest
 
 import grumem
 from grumem.core.gate_parser import parse_gate_response
+from grumem.core.json_text import sha256_bytes
 from grumem.core.template import PromptBuilder
-from grumem.io.jsonl import sha256_bytes
 from support.checkout import FIXTURES_DIR
 from support.draws import draw_tokens, fault_for
 from support.fake_server import FakeServerError, check_host

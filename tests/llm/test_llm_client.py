@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.core.json_text import dumps, sha256_bytes, sha256_text
 from grumem.core.recording import stored_body
 from grumem.core.tokens import count_tokens
 from grumem.errors import (
@@ -33,7 +34,7 @@ from grumem.errors import (
     RequestError,
     WireMismatch,
 )
-from grumem.io.jsonl import dumps, sha256_bytes, sha256_text, validate
+from grumem.io.jsonl import validate
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import LLMClient, is_answer, retry_after_seconds
 from grumem.llm.grammar import GATE_GRAMMAR, fitting_text_chars, grammar_fields

@@ -18,8 +18,9 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     `response` (then an abort, as the loop records a failed request)."""
     import json
 
+    from grumem.core.json_text import dumps, sha256_text
     from grumem.core.template import PromptBuilder, memory_text
-    from grumem.io.jsonl import dumps, sha256_text, write_jsonl
+    from grumem.io.jsonl import write_jsonl
     from grumem.stages.prompts import plan
 
     chunks = tmp_path / "s.jsonl"

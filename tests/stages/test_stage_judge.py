@@ -21,6 +21,7 @@ from conftest import start_fake_server
 
 from grumem.config.settings import load_queries
 from grumem.core.calibration import allocate, draw_sample, finalize, write_sample
+from grumem.core.json_text import sha256_bytes, sha256_text
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import stored_body
 from grumem.errors import (
@@ -32,7 +33,7 @@ from grumem.errors import (
     TemplateError,
 )
 from grumem.io.chunk_files import read_chunk_file
-from grumem.io.jsonl import read_jsonl, sha256_bytes, sha256_text
+from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
 from grumem.llm.cache import ResponseCache
 from grumem.llm.grammar import JUDGE_GRAMMAR, gbnf

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from grumem.core.json_text import dumps, sha256_text
 from grumem.core.loop import user_message
 from grumem.core.template import PromptBuilder
 from grumem.errors import RecordError
-from grumem.io.jsonl import dumps, sha256_text, write_jsonl
+from grumem.io.jsonl import write_jsonl
 from grumem.llm.client import _attempt_record, _Outcome
 from grumem.stages.gates import regate
 from grumem.stages.log import join

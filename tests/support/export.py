@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grumem.io.jsonl import dumps, read_jsonl
+from grumem.core.json_text import dumps
+from grumem.io.jsonl import read_jsonl
 from grumem.stages.export import (
     ExportInputs,
 )

@@ -14,15 +14,9 @@ from typing import Any
 import yaml
 
 from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
+from grumem.core.json_text import MAX_JSON_DEPTH, nesting_why, stdlib_loads
 from grumem.errors import RecordError
-from grumem.io.jsonl import (
-    MAX_JSON_DEPTH,
-    nesting_why,
-    open_input,
-    schema,
-    stdlib_loads,
-    strict_validator_class,
-)
+from grumem.io.jsonl import open_input, schema, strict_validator_class
 from grumem.io.paths import SCHEMAS_DIR
 
 CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"

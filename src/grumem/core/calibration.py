@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from grumem.config.settings import load_queries
+from grumem.core.json_text import sha256_text
 from grumem.errors import GrumemError, RecordError
-from grumem.io.jsonl import read_jsonl, sha256_text, write_jsonl
+from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.io.labels import load_labels
 from grumem.stages.judge import distinct_chunks
 

@@ -17,8 +17,8 @@ import binascii
 import os
 from typing import Any
 
+from grumem.core.json_text import loads, sha256_bytes, sha256_text
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads, sha256_bytes, sha256_text
 
 
 def stored_body(raw: bytes) -> dict[str, str]:

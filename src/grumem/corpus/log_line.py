@@ -38,7 +38,7 @@ class _Record(msgspec.Struct, frozen=True):
 
 
 # Every value a struct holds is typed and no container of any depth: a line nested
-# deeper than grumem.io.jsonl.MAX_JSON_DEPTH is refused here before msgspec recurses (as
+# deeper than grumem.core.json_text.MAX_JSON_DEPTH is refused here before msgspec recurses (as
 # far as Python's recursion limit), and the reference path names it.
 Scalar = str | int | float | bool | None
 

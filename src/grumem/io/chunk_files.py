@@ -7,8 +7,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from grumem.core.json_text import loads, sha256_text
 from grumem.errors import NestingError, RecordError
-from grumem.io.jsonl import loads, open_input, read_jsonl, sha256_text, validate
+from grumem.io.jsonl import open_input, read_jsonl, validate
 
 # The model tells a tool result from a decision by these labels (card 003).
 ROLE_LABELS: dict[str, str] = {

@@ -58,6 +58,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
 
 from grumem.config.settings import ENV_VAR_NAME
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import (
     CorruptEntry,
     KeyInResponse,
@@ -67,7 +68,6 @@ from grumem.errors import (
     RequestError,
     WireMismatch,
 )
-from grumem.io.jsonl import stdlib_loads
 from grumem.llm.cache import ResponseCache
 from grumem.llm.endpoints import EndpointPool, endpoints
 from grumem.llm.request import request_sha
@@ -699,8 +699,8 @@ def _attempt_record(
 ) -> dict[str, Any]:
     """The response schema's `attempt`: raw body stored losslessly, sha256 of the raw bytes,
     and the endpoint it was sent to (no part of the request, nor of its cache key)."""
+    from grumem.core.json_text import sha256_bytes
     from grumem.core.recording import stored_body
-    from grumem.io.jsonl import sha256_bytes
 
     content = o.content
     return {

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from grumem.core.json_text import dumps, sha256_text
 from grumem.errors import RequestError
-from grumem.io.jsonl import dumps, sha256_text
 
 RESERVED = ("model", "messages")
 

@@ -12,10 +12,11 @@ import sys
 from collections.abc import Iterator
 from itertools import groupby
 
+from grumem.core.json_text import loads
 from grumem.core.loop import interpret, memory_after, user_message
 from grumem.core.recording import check_request, check_response
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads, read_jsonl
+from grumem.io.jsonl import read_jsonl
 
 
 def sent_user_message(body: str) -> str:

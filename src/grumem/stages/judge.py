@@ -40,13 +40,14 @@ from grumem.config.settings import (
     validate_config,
 )
 from grumem.core.gate_parser import MAX_RAW
+from grumem.core.json_text import stdlib_loads
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
 from grumem.core.template import Budget, check_budget, fill, load_template
 from grumem.core.tokens import count_tokens
 from grumem.errors import BudgetError, GrumemError, ParseError, RecordError, TemplateError
 from grumem.io.chunk_files import Chunk, iter_sessions
-from grumem.io.jsonl import stdlib_loads, write_jsonl
+from grumem.io.jsonl import write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
 from grumem.llm.grammar import grammar_fields
