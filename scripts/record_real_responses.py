@@ -29,10 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grumem.config.settings import load_queries
+from grumem.core.chunk_text import Chunk
 from grumem.core.gate_parser import parse_gate_response
 from grumem.core.template import PromptBuilder
 from grumem.errors import ParseError
-from grumem.io.chunk_files import Chunk, read_chunk_file
+from grumem.io.chunk_files import read_chunk_file
 from grumem.io.jsonl import write_json
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields

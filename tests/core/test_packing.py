@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.core.chunk_text import render_record, render_records
 from grumem.core.packing import _pack_exact, chunk_session, pack_records, split_record, split_text
 from grumem.core.tokens import count_tokens
 from grumem.errors import ChunkBudgetError
-from grumem.io.chunk_files import render_record, render_records
 from grumem.io.jsonl import validate
 
 ROLES = ("user", "assistant", "tool_result", "system")

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grumem.core.chunk_text import ROLE_LABELS, render_records
 from grumem.core.template import (
     DEFAULT_TEMPLATE,
     NO_PREVIOUS_MEMORY,
@@ -18,7 +19,7 @@ from grumem.core.template import (
     load_template,
 )
 from grumem.errors import BudgetError, TemplateError
-from grumem.io.chunk_files import ROLE_LABELS, iter_sessions, read_chunk_file, render_records
+from grumem.io.chunk_files import iter_sessions, read_chunk_file
 from support.checkout import FIXTURES_DIR, REPO_ROOT
 
 CARD_QUESTION = "Which errors did the agent hit, and what fixed each one?"

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from grumem.cli import TRANSCRIPT_FORMATS
+from grumem.core.chunk_text import render_records
 from grumem.core.tokens import count_tokens
 from grumem.core.units import unit_name
 from grumem.errors import RecordError
-from grumem.io.chunk_files import expand_chunk_paths, read_chunk_file, render_records
+from grumem.io.chunk_files import expand_chunk_paths, read_chunk_file
 from grumem.io.jsonl import validate
 from support.transcripts import ALL, CLAUDE, OPENAI, RECORDS, SID, T, sessions_of
 

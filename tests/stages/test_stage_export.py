@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from grumem.core.chunk_text import render_records
 from grumem.core.json_text import dumps, sha256_text
 from grumem.core.template import PromptBuilder
 from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
-from grumem.io.chunk_files import render_records
 from grumem.io.jsonl import read_jsonl, sha256_file, validate
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log

@@ -15,8 +15,9 @@ from collections import Counter
 import pytest
 
 from grumem.config.settings import load_queries
+from grumem.core.chunk_text import Chunk, render_records
 from grumem.core.tokens import count_tokens
-from grumem.io.chunk_files import Chunk, read_chunk_file, render_records
+from grumem.io.chunk_files import read_chunk_file
 from grumem.io.jsonl import read_jsonl
 from support.checkout import FIXTURES_DIR, REPO_ROOT
 

@@ -1,7 +1,7 @@
 """A session's records packed into chunks whose rendered text fits the section budget.
 
 Pure functions; tokens are cl100k counts (`grumem.core.tokens`) of the text exactly
-as the prompt renders it (`grumem.io.chunk_files.render_records`).
+as the prompt renders it (`grumem.core.chunk_text.render_records`).
 
 - A record whose own rendering is over budget is split first: at line ends,
   or inside a line only when that line alone is too long, into consecutive
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import overload
 
+from grumem.core.chunk_text import render_record, render_records
 from grumem.core.tokens import count_tokens, count_tokens_at_most, encoding
 from grumem.errors import ChunkBudgetError
-from grumem.io.chunk_files import render_record, render_records
 
 SEPARATOR = "\n\n"  # between rendered records, as render_records joins them
 TAIL_CHARS = 256  # end of a record whose tokens the separator can change

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.evidence import Labels
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.calibration_gate import check_calibration
 from grumem.corpus.card import CARD, card_text
@@ -57,7 +58,7 @@ from grumem.corpus.trajectory import (
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import atomic_files, sha256_file, validate
-from grumem.io.labels import Labels, load_labels
+from grumem.io.labels import load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
 __all__ += ["format_summary", "main"]

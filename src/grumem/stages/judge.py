@@ -3,7 +3,7 @@
 Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
 that several sessions share (same rendered text, same sha) is one pair per
 query, whichever session it came from. The judge sees the question and the
-chunk rendered exactly as the memory agent sees it (grumem.io.chunk_files), through
+chunk rendered exactly as the memory agent sees it (grumem.core.chunk_text), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
 Requests go through the same job setup (grumem.llm.job) and recording client
@@ -39,6 +39,7 @@ from grumem.config.settings import (
     settings_from_json,
     validate_config,
 )
+from grumem.core.chunk_text import distinct_chunks
 from grumem.core.gate_parser import MAX_RAW
 from grumem.core.json_text import stdlib_loads
 from grumem.core.judge_parser import parse_judge_response
@@ -46,7 +47,7 @@ from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_res
 from grumem.core.template import Budget, check_budget, fill, load_template
 from grumem.core.tokens import count_tokens
 from grumem.errors import BudgetError, GrumemError, ParseError, RecordError, TemplateError
-from grumem.io.chunk_files import Chunk, iter_sessions
+from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
@@ -180,17 +181,6 @@ def think_chars(max_tokens: int) -> int:
 # ------------------------------------------------------------------ pairs
 
 
-def distinct_chunks(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[Chunk]:
-    """Each chunk sha once, at its first occurrence in file and session order, streaming."""
-    seen: set[str] = set()
-    for _, chunks in iter_sessions(chunk_paths):
-        for chunk in chunks:
-            sha = chunk.sha
-            if sha not in seen:
-                seen.add(sha)
-                yield chunk
-
-
 @dataclass(frozen=True)
 class Pair:
     query_id: str
@@ -206,7 +196,7 @@ def iter_pairs(
 ) -> Iterator[Pair]:
     """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
     question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
-    for chunk in distinct_chunks(chunk_paths):
+    for chunk in distinct_chunks(iter_sessions(chunk_paths)):
         text = chunk.text
         tokens = count_tokens(text)
         for q in queries:
@@ -349,7 +339,9 @@ def run(
     s = JudgeSettings.from_settings(settings)
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
-    n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
+    n_chunks = sum(
+        1 for _ in distinct_chunks(iter_sessions(chunk_paths))
+    )  # a first pass, for the total
     progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
     pairs = iter_pairs(chunk_paths, queries)
     outputs = [out_path, unjudged_path]
