@@ -41,7 +41,8 @@ from pathlib import Path
 
 from grumem.core.chunk_text import chunk_sha, render_records
 from grumem.core.json_text import dumps, sha256_text
-from grumem.core.template import DEFAULT_TEMPLATE, fill, load_template, memory_text
+from grumem.core.template import fill, memory_text
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 from grumem.llm.request import build_body, request_sha
 
 TURNS_PER_TRAJECTORY = 20

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from grumem.config.settings import load_queries
 from grumem.core.gate_parser import parse_gate_response
-from grumem.core.template import PromptBuilder
 from grumem.errors import ParseError
 from grumem.io.chunk_files import read_chunk_file
+from grumem.io.template_files import load_prompt_builder
 from grumem.llm.client import LLMClient
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import LocalServer
@@ -41,7 +41,7 @@ async def bench(base_url: str, model: str, n: int, max_tokens: int) -> None:
     chunks = sorted((FIXTURES_DIR / "demo" / "chunks").glob("*.jsonl"))
     chunk = read_chunk_file(chunks[0])[0]
     question = load_queries(FIXTURES_DIR / "demo" / "queries.yaml")[0]["question"]
-    messages = PromptBuilder.from_file().build(question, chunk.text, None).messages()
+    messages = load_prompt_builder().build(question, chunk.text, None).messages()
     totals = {True: [0, 0.0], False: [0, 0.0]}
     with tempfile.TemporaryDirectory() as cache:
         async with LLMClient(base_url, cache_dir=cache, concurrency=1, timeout=600) as client:

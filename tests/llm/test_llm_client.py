@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from grumem.core.json_text import dumps, sha256_bytes, sha256_text
 from grumem.core.recording import stored_body
-from grumem.core.tokens import count_tokens
 from grumem.errors import (
     CacheError,
     CorruptEntry,
@@ -35,6 +34,7 @@ from grumem.errors import (
     WireMismatch,
 )
 from grumem.io.jsonl import validate
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import LLMClient, is_answer, retry_after_seconds
 from grumem.llm.grammar import GATE_GRAMMAR, fitting_text_chars, grammar_fields
@@ -43,6 +43,8 @@ from grumem.llm.request import build_body, request_sha, sampling_params
 from support.draws import fault_for
 from support.replies import completion_body
 from support.script import load_script
+
+TOKENS = cl100k_tokens()
 
 MODEL = "fake-model"
 REPLY = "<think>ok</think>\n<check>no</check>\n<update></update>\n<next>continue</next>"
@@ -57,9 +59,9 @@ def body_for(i: int, text: str = "chunk") -> str:
 def expected_body(body: str, content: str = REPLY, finish: str = "stop") -> str:
     """What the fake server answers to `body` (no clock, no random id)."""
     sha = request_sha(body)
-    prompt_tokens = sum(count_tokens(m["content"]) for m in json.loads(body)["messages"])
+    prompt_tokens = sum(TOKENS.count(m["content"]) for m in json.loads(body)["messages"])
     return completion_body(
-        sha, MODEL, content, prompt_tokens, count_tokens(content), finish
+        sha, MODEL, content, prompt_tokens, TOKENS.count(content), finish
     ).decode("utf-8")
 
 

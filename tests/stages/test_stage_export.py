@@ -18,10 +18,10 @@ import pytest
 
 from grumem.core.chunk_text import render_records
 from grumem.core.json_text import dumps, sha256_text
-from grumem.core.template import PromptBuilder
 from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
 from grumem.io.jsonl import read_jsonl, sha256_file, validate
+from grumem.io.template_files import load_prompt_builder
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log
 
@@ -148,7 +148,7 @@ def test_a5_prompt_is_recorded_bytes(work: Path) -> None:
     chunks = {}
     for rec in read_jsonl(work / "chunks.jsonl", "chunk"):
         chunks[rec["session"], rec["index"] + 1] = render_records(rec["records"])
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     questions = {
         "q1": "Which namespace do the metrics pods run in?",
         "q2": "Which database migration failed, and why?",

@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from grumem.errors import RecordError
+from grumem.io.template_files import load_prompt_builder
 from grumem.llm.client import _attempt_record, _Outcome
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
@@ -19,7 +20,7 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     import json
 
     from grumem.core.json_text import dumps, sha256_text
-    from grumem.core.template import PromptBuilder, memory_text
+    from grumem.core.template import memory_text
     from grumem.io.jsonl import write_jsonl
     from grumem.stages.prompts import plan
 
@@ -29,7 +30,7 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
         + "\n",
         encoding="utf-8",
     )
-    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], PromptBuilder.from_file(), 1)
+    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], load_prompt_builder(), 1)
     prompts = tmp_path / "prompts.jsonl"
     write_jsonl(prompts, [p], "prompt")
     user = p["prefix"] + memory_text(None) + p["suffix"]

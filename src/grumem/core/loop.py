@@ -10,18 +10,23 @@ from __future__ import annotations
 from grumem.core.gate_parser import MAX_RAW, parse_gate_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.core.template import memory_text
-from grumem.core.tokens import count_tokens_cached, token_bound
+from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import ParseError
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
 
-def interpret(response: dict, memory_budget: int | None = None) -> dict:
+def interpret(
+    response: dict, memory_budget: int | None = None, tokens: Tokens | None = None
+) -> dict:
     """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
 
     No gate is ever defaulted: anything but an exact parse records nulls. A
-    candidate memory over `memory_budget` tokens is the model's format failure
-    (tag `update`): using it would make the next prompt over budget."""
+    candidate memory over `memory_budget` tokens (counted by `tokens`, which a
+    budget needs) is the model's format failure (tag `update`): using it would
+    make the next prompt over budget."""
+    if memory_budget is not None and tokens is None:
+        raise TypeError("interpret: a memory_budget needs the tokens that count it")
     raw = response_bytes(response) if response.get("body") is not None else None
     if response.get("status") != 200 or raw is None:
         error = response.get("error") or f"HTTP {response.get('status')}"
@@ -61,10 +66,10 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
             "parse_error": e.to_json(),
         }
     text = memory_text(g.candidate)
-    if memory_budget is not None and token_bound(text) > memory_budget:
+    if memory_budget is not None and tokens is not None and token_bound(text) > memory_budget:
         # cached: a candidate that becomes the memory is counted again for the next turn
-        tokens = count_tokens_cached(text)
-        if tokens > memory_budget:
+        n = tokens.count_cached(text)
+        if n > memory_budget:
             return {
                 "parsed": False,
                 **_NULL_GATE,
@@ -72,7 +77,7 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
                 "finish_reason": finish,
                 "parse_error": {
                     "tag": "update",
-                    "reason": f"candidate memory is {tokens} tokens, over budget.memory"
+                    "reason": f"candidate memory is {n} tokens, over budget.memory"
                     f" {memory_budget}: memory stays M_(t-1)",
                     "raw": content[:MAX_RAW],
                 },

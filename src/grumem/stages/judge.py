@@ -44,13 +44,15 @@ from grumem.core.gate_parser import MAX_RAW
 from grumem.core.json_text import stdlib_loads
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
-from grumem.core.template import Budget, check_budget, fill, load_template
-from grumem.core.tokens import count_tokens
+from grumem.core.template import Budget, check_budget, fill
+from grumem.core.tokens import Tokens
 from grumem.errors import BudgetError, GrumemError, ParseError, RecordError, TemplateError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
+from grumem.io.template_files import load_template
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.grammar import grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
@@ -192,15 +194,17 @@ class Pair:
 
 
 def iter_pairs(
-    chunk_paths: Sequence[str | os.PathLike[str]], queries: Sequence[Mapping[str, str]]
+    chunk_paths: Sequence[str | os.PathLike[str]],
+    queries: Sequence[Mapping[str, str]],
+    tokens: Tokens,
 ) -> Iterator[Pair]:
     """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
-    question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
+    question_tokens = {q["id"]: tokens.count(q["question"]) for q in queries}
     for chunk in distinct_chunks(iter_sessions(chunk_paths)):
         text = chunk.text
-        tokens = count_tokens(text)
+        n = tokens.count(text)
         for q in queries:
-            yield Pair(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens)
+            yield Pair(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, n)
 
 
 # ------------------------------------------------------------------ judging
@@ -224,17 +228,17 @@ def _unjudged(
 
 
 async def judge_pair(
-    client: Any, pair: Pair, s: JudgeSettings, template: str, progress: Progress
+    client: Any, pair: Pair, s: JudgeSettings, template: str, progress: Progress, tokens: Tokens
 ) -> tuple[str, dict[str, Any]]:
     """("label", label record) or ("unjudged", side-file record) for one pair."""
     user = judge_prompt(template, pair.question, pair.chunk_text)
-    tokens = {
+    counts = {
         "question": pair.question_tokens,
         "section": pair.chunk_tokens,
-        "total": count_tokens(user),
+        "total": tokens.count(user),
     }
     try:
-        check_budget(s.budget, tokens, s.max_tokens)
+        check_budget(s.budget, counts, s.max_tokens)
     except BudgetError as e:
         return "unjudged", _unjudged(pair, "budget", None, detail=str(e))
     body = build_body(s.model, [{"role": "user", "content": user}], s.sampling, s.grammar)
@@ -281,6 +285,7 @@ async def judge_all(
     template: str,
     progress: Progress,
     workers: int,
+    tokens: Tokens,
     report_every: float = 5.0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Judge a stream of pairs with `workers` requests at most in flight; the client's
@@ -298,7 +303,7 @@ async def judge_all(
 
     async def work() -> None:
         while (pair := await queue.get()) is not None:
-            kind, record = await judge_pair(client, pair, s, template, progress)
+            kind, record = await judge_pair(client, pair, s, template, progress, tokens)
             (labels if kind == "label" else unjudged).append(record)
             progress.parsed += kind == "label"
             progress.dropped += kind != "label"
@@ -343,12 +348,13 @@ def run(
         1 for _ in distinct_chunks(iter_sessions(chunk_paths))
     )  # a first pass, for the total
     progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
-    pairs = iter_pairs(chunk_paths, queries)
+    tokens = cl100k_tokens()
+    pairs = iter_pairs(chunk_paths, queries, tokens)
     outputs = [out_path, unjudged_path]
     with llm_job(s.llm, s.base_url, outputs, progress, log_path, max_in_flight) as job:
 
         async def work(client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            return await judge_all(client, pairs, s, template, progress, client.concurrency)
+            return await judge_all(client, pairs, s, template, progress, client.concurrency, tokens)
 
         (labels, unjudged), counters = job.run(work), progress.counters.snapshot()
     failed = [u for u in unjudged if u["reason"] == "request_failed"]
