@@ -30,11 +30,13 @@ venv: $(STAMP)
 
 # verl in a venv of its own (torch, ray, transformers: ~6 GB, ~8 min the first
 # time, pip's cache makes it fast after), with grumem installed editable so
-# verl can load grumem/verl/reward.py by path. tests/test_verl.py runs in it.
+# verl can load grumem/verl/reward.py by path and import grumem.verl. The
+# `local` extra (llama.cpp) is for the tests: tests/verl/test_verl_online.py runs the
+# embedded model in-process there, token ids in and out. tests/verl/ run in it.
 $(VERL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl]"
+	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl,local]"
 	touch $(VERL_STAMP)
 
 venv-verl: $(VERL_STAMP)

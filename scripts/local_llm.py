@@ -25,11 +25,11 @@ from pathlib import Path
 
 from grumem.config.settings import load_queries
 from grumem.core.gate_parser import parse_gate_response
+from grumem.core.grammar import grammar_fields
 from grumem.errors import ParseError
 from grumem.io.chunk_files import read_chunk_file
 from grumem.io.template_files import load_prompt_builder
 from grumem.llm.client import LLMClient
-from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import LocalServer
 from grumem.llm.request import build_body
 

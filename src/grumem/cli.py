@@ -177,8 +177,22 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         "verl-config",
         help="print the Hydra overrides that train verl on a corpus with grumem's rewards",
     )
-    p.add_argument("--corpus", required=True, help="an export's directory or its turns.parquet")
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="an export's directory, or its turns.parquet (sessions.parquet with --online)",
+    )
     p.add_argument("--val-corpus", help="validation corpus (default: the training corpus)")
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="train the loop itself (the paper's algorithm) from sessions.parquet, not turns",
+    )
+    p.add_argument(
+        "--rollout-n",
+        type=int,
+        help="--online: rollouts of a row, the advantages' group (default 4, at least 2)",
+    )
     p.add_argument(
         "--max-prompt-length",
         type=int,

@@ -32,8 +32,8 @@ from grumem.errors import GrumemError, NestingError
 from grumem.io.chunk_files import manifest_chunks, read_chunk_file
 from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
+from grumem.llm.answers import SERVER_ERROR_CHARS, is_answer, response_model, server_error_text
 from grumem.llm.cache import ResponseCache
-from grumem.llm.client import SERVER_ERROR_CHARS, is_answer, response_model, server_error_text
 from grumem.stages.judge import settings_from_args as judge_settings
 from grumem.stages.sessions import session_index
 from grumem.transcripts import FORMATS, read_transcript

@@ -9,7 +9,7 @@ import pytest
 
 from grumem.errors import RecordError
 from grumem.io.template_files import load_prompt_builder
-from grumem.llm.client import _attempt_record, _Outcome
+from grumem.llm.attempt import Outcome, attempt_record
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
 
@@ -72,7 +72,7 @@ def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw
     that is not UTF-8 could not be checked at all; now every body is checked."""
     from grumem.stages.gates import regate
 
-    attempt = _attempt_record(1, _Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
+    attempt = attempt_record(1, Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
     prompts, responses = _one_turn_recording(tmp_path, attempt)
     [gate] = list(regate(prompts, responses))
     assert gate["parsed"] is False and gate["parse_error"]["tag"] == "response"

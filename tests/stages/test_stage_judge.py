@@ -21,6 +21,7 @@ from conftest import start_fake_server
 
 from grumem.config.settings import load_queries
 from grumem.core.chunk_text import distinct_chunks
+from grumem.core.grammar import JUDGE_GRAMMAR, gbnf
 from grumem.core.json_text import sha256_bytes, sha256_text
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import stored_body
@@ -36,7 +37,6 @@ from grumem.io.chunk_files import iter_sessions, read_chunk_file
 from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
 from grumem.llm.cache import ResponseCache
-from grumem.llm.grammar import JUDGE_GRAMMAR, gbnf
 from grumem.stages.judge import (
     JudgeSettings,
     format_summary,

@@ -25,8 +25,7 @@ def interpret(
     candidate memory over `memory_budget` tokens (counted by `tokens`, which a
     budget needs) is the model's format failure (tag `update`): using it would
     make the next prompt over budget."""
-    if memory_budget is not None and tokens is None:
-        raise TypeError("interpret: a memory_budget needs the tokens that count it")
+    _check_counter(memory_budget, tokens)
     raw = response_bytes(response) if response.get("body") is not None else None
     if response.get("status") != 200 or raw is None:
         error = response.get("error") or f"HTTP {response.get('status')}"
@@ -55,6 +54,20 @@ def interpret(
                 "raw": response["body"][:MAX_RAW],
             },
         }
+    return interpret_content(content, finish, memory_budget, tokens)
+
+
+def interpret_content(
+    content: str,
+    finish: str | None = None,
+    memory_budget: int | None = None,
+    tokens: Tokens | None = None,
+) -> dict:
+    """Gate fields for one answer's text: the strict parse, or its format failure.
+
+    The same rules whether the text came in a recorded chat completion (interpret)
+    or was decoded from a policy's tokens (grumem.verl's agent loop)."""
+    _check_counter(memory_budget, tokens)
     try:
         g = parse_gate_response(content)
     except ParseError as e:
@@ -92,6 +105,11 @@ def interpret(
         "finish_reason": finish,
         "parse_error": None,
     }
+
+
+def _check_counter(memory_budget: int | None, tokens: Tokens | None) -> None:
+    if memory_budget is not None and tokens is None:
+        raise TypeError("interpret: a memory_budget needs the tokens that count it")
 
 
 def memory_after(memory_before: str | None, gate: dict) -> str | None:

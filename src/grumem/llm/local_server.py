@@ -53,6 +53,7 @@ def find_gguf() -> Path:
 
 
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (prefer --port 0 where a server supports it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

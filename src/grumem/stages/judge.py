@@ -41,6 +41,7 @@ from grumem.config.settings import (
 )
 from grumem.core.chunk_text import distinct_chunks
 from grumem.core.gate_parser import MAX_RAW
+from grumem.core.grammar import grammar_fields
 from grumem.core.json_text import stdlib_loads
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
@@ -53,7 +54,6 @@ from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
 from grumem.io.template_files import load_template
 from grumem.io.tokenizer import cl100k_tokens
-from grumem.llm.grammar import grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 

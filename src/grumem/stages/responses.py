@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from grumem.core.grammar import fitting_text_chars, grammar_fields
 from grumem.core.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, check_budget, memory_text
 from grumem.core.tokens import Tokens, token_bound
@@ -24,7 +25,6 @@ from grumem.errors import BudgetError, GrumemError
 from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.io.progress import Progress
 from grumem.io.tokenizer import cl100k_tokens
-from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 
