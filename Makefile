@@ -12,7 +12,7 @@ CORES ?= 2
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
 
-.PHONY: run test lint bench dag clean-results venv venv-verl system
+.PHONY: run test test-fast lint fmt bench dag clean-results venv venv-verl system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,16 @@ system:
 test: $(STAMP) $(VERL_STAMP) system
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory lint
+
+# The inner loop: the tests that need neither .venv-verl nor more than a few seconds.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not verl"
+
+# Format what lint checks (ruff's fixes and formatter, snakefmt).
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix src tests scripts
+	$(BIN)/ruff format src tests scripts
+	$(BIN)/snakefmt Snakefile workflow/rules
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

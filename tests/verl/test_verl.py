@@ -63,6 +63,7 @@ def check_a_group_by_hand(corpus: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.verl
 def test_verl_loads_the_corpus_and_scores_it_with_compute_score(tmp_path, fake_server) -> None:
     assert VERL_PYTHON.exists(), (
         f"{VERL_PYTHON} does not exist: this test runs verl in a venv of its own;"

@@ -245,6 +245,7 @@ def export_advantages(turns: list[list[dict]], alpha: float = 0.9) -> list[list[
 
 
 @pytest.mark.slow
+@pytest.mark.verl
 def test_agent_loop_runs_a_demo_session_with_a_real_model_at_l1_and_l2(seen) -> None:
     loop = seen["loop"]
     ids = loop["token_ids"]
@@ -275,6 +276,7 @@ def test_agent_loop_runs_a_demo_session_with_a_real_model_at_l1_and_l2(seen) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.verl
 def test_recorded_answers_rebuild_the_recorded_messages_and_rewards(seen) -> None:
     corpus_turns = {}
     for group in seen["replay"]:
@@ -298,6 +300,7 @@ def test_recorded_answers_rebuild_the_recorded_messages_and_rewards(seen) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.verl
 def test_group_step_values_pass_verls_advantage_step_per_turn(seen) -> None:
     g = seen["group"]
     turns, keys = g["turns"], g["keys"]
@@ -336,6 +339,7 @@ def test_group_step_values_pass_verls_advantage_step_per_turn(seen) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.verl
 def test_the_docs_gpu_command_composes_onto_verls_trainer_config(seen) -> None:
     assert seen["compose"] == {
         "n": 8,
@@ -351,6 +355,7 @@ def test_the_docs_gpu_command_composes_onto_verls_trainer_config(seen) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.verl
 def test_v1_rollout_path_on_cpu_ray_transferqueue_sampler(seen) -> None:
     w = seen["worker"]
     assert w["manager_worker_class"] == "GrumemAgentLoopWorker"
