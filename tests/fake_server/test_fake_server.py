@@ -698,7 +698,7 @@ def test_loopback_hosts_are_accepted():
 
 
 def test_misbehaving_shapes_as_seen_on_the_wire(module_fake_server):
-    """Each scripted misbehaviour (issue 17), for the requests its `match` finds."""
+    """Each scripted misbehaviour, for the requests its `match` finds."""
     server = module_fake_server.use(
         {
             "model": "m",

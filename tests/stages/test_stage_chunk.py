@@ -113,7 +113,7 @@ def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ one job per shard
-# (issue 16): --units-under gives each transcript its own directory, as the workflow
+# --units-under gives each transcript its own directory, as the workflow
 
 
 def test_units_layout_writes_the_same_files_one_directory_per_transcript(tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ def test_units_layout_writes_the_same_files_one_directory_per_transcript(tmp_pat
 
 
 def test_a_manifest_stands_for_the_chunk_files_of_its_directories(tmp_path: Path) -> None:
-    """The later stages take a shard's manifest, not its paths (issue 16): it reads
+    """The later stages take a shard's manifest, not its paths: it reads
     as the transcripts' directories would, in the manifest's order."""
     root, manifest = tmp_path / "chunks", tmp_path / "chunked" / "s000.json"
     args = ("--budget", "120", "--units-under", str(root), "--manifest", str(manifest))
@@ -199,7 +199,6 @@ def test_units_layout_errors_name_the_files_and_write_no_manifest(tmp_path: Path
 
 
 # ------------------------------------------------------------------ bad input: one-line errors
-# (issue 17, items 9 and 12)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:

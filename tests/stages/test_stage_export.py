@@ -562,7 +562,7 @@ def test_no_trainable_turns_is_an_error(work: Path) -> None:
     assert_nothing_written(work / "corpus")
 
 
-# ---------------------------------------------------------------- issue 11
+# ---------------------------------------------------------------- a refused export writes nothing
 
 
 def _sha256(path: Path) -> str:
@@ -819,7 +819,7 @@ def _edit_body(rec: dict, old: str, new: str) -> dict:
         (lambda r: {**r, "content": r["content"].replace("yes", "no", 1)}, "content"),
         # one byte of the body (its sha256 no longer matches)
         (lambda r: _edit_body(r, "Turn 5", "Turn 6"), "response.sha256"),
-        # a byte turned into U+FFFD: the check used to be skipped for such bodies
+        # a byte turned into U+FFFD: the check covers such bodies too
         (lambda r: _edit_body(r, "Turn 5", "Turn \ufffd"), "response.sha256"),
     ],
     ids=["content", "body byte", "body U+FFFD"],

@@ -1,4 +1,4 @@
-"""The LLM judge (issue 8): the judge prompt's golden file, judging every (query, chunk)
+"""The LLM judge: the judge prompt's golden file, judging every (query, chunk)
 once against the fake server over real HTTP, replay byte for byte, unparsed and failed
 judgements listed and never guessed, κ against the demo's calibration, merging shard
 outputs, and the calibration sample. One slow test runs the embedded real model."""

@@ -107,7 +107,7 @@ def test_degenerate_file_writes_nothing(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ the calibration is independent
-# and of this project (issue 17, item 8)
+# and of this project
 
 
 def kappa_cli(tmp_path: Path, labels: Path, calibration: Path) -> subprocess.CompletedProcess:

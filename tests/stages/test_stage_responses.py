@@ -117,7 +117,7 @@ _TEXT = _TEXTS.map("".join)
 def test_turn_tokens_equal_a_fresh_count_of_the_message_sent(
     tmp_path: Path, question: str, system: str | None, sections: list, memories: list
 ) -> None:
-    """The loop's budget counts (cached, the section never encoded again: issue 15)
+    """The loop's budget counts (cached, the section never encoded again)
     equal a fresh encode of the very messages the turn sends, on the prompts stage's
     own records, with any memory in the slot."""
     chunks = tmp_path / "s.jsonl"

@@ -4,7 +4,7 @@ The structs below mirror workflow/schemas/log.schema.yaml (tests check that
 every line they accept the schema accepts too). A line they refuse is not an
 error yet: the caller re-reads it through the reference path
 (grumem.io.jsonl: orjson or the stdlib, then the schema), which accepts it or
-names the file, line and field exactly as before. So the structs may be
+names the file, line and field. So the structs may be
 stricter than the schema, never looser. They are read like the dicts they
 replace (`line["t"]`, `line.get("response_model")`), so the export's code
 takes either.
