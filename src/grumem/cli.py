@@ -293,7 +293,7 @@ def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
     )
-    p.set_defaults(handler="grumem.core.calibration:main_sample")
+    p.set_defaults(handler="grumem.tools.calibrate:main_sample")
 
 
 def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
@@ -303,7 +303,7 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", required=True, help="the sample, every `evidence` true or false")
     p.add_argument("--annotator", required=True, help="who labelled it (not the judge)")
     p.add_argument("--out", required=True, help="the calibration file (label schema)")
-    p.set_defaults(handler="grumem.core.calibration:main_finalize")
+    p.set_defaults(handler="grumem.tools.calibrate:main_finalize")
 
 
 def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:

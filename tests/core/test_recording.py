@@ -6,10 +6,10 @@ import base64
 
 import pytest
 
+from grumem.core.json_text import sha256_bytes
 from grumem.core.loop import interpret
 from grumem.core.recording import check_response, recorded_content, response_bytes
 from grumem.errors import RecordError
-from grumem.io.jsonl import sha256_bytes
 from grumem.llm.attempt import Outcome, attempt_record
 from grumem.llm.cache import _attempt_validator
 

@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from grumem.core.template import DEFAULT_TEMPLATE
 from grumem.corpus.card import CARD, card_text
 from grumem.corpus.parquet import PARQUET_SCHEMA
 from grumem.errors import GrumemError
 from grumem.io.jsonl import sha256_file
+from grumem.io.template_files import DEFAULT_TEMPLATE
 from grumem.stages.export import SUMMARY, TURNS, export
 from support.export import FILES, FIXTURE, calibrate, inputs
 from support.verl_venv import VERL_PYTHON

@@ -1,4 +1,4 @@
-"""JSON (and YAML) nested deeper than grumem.io.jsonl.MAX_JSON_DEPTH: every reader refuses
+"""JSON (and YAML) nested deeper than grumem.core.json_text.MAX_JSON_DEPTH: every reader refuses
 it with one line naming the file, the line (or row) and the depth, before any parser
 recurses that deep; at or below the limit every reader behaves as it does on any input.
 
@@ -30,20 +30,13 @@ from grumem.config.settings import (
     settings_from_args,
     settings_from_json,
 )
+from grumem.core.json_text import MAX_JSON_DEPTH, dumps, loads, sha256_text, text_depth, value_depth
 from grumem.core.recording import chat_content
 from grumem.corpus.kappa_gate import read_kappa
 from grumem.corpus.log_reader import LogReader
 from grumem.errors import GrumemError, NestingError
 from grumem.io.chunk_files import manifest_chunks, read_chunk_file
-from grumem.io.jsonl import (
-    MAX_JSON_DEPTH,
-    dumps,
-    loads,
-    read_jsonl,
-    sha256_text,
-    text_depth,
-    value_depth,
-)
+from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
 from grumem.io.session_index import session_index
 from grumem.llm.answers import SERVER_ERROR_CHARS, is_answer, response_model, server_error_text

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.core.json_text import dumps, sha256_bytes
 from grumem.core.recording import stored_body
 from grumem.errors import (
     CacheError,
     CorruptEntry,
 )
-from grumem.io.jsonl import dumps, sha256_bytes
 from grumem.llm.cache import ResponseCache
 from grumem.llm.request import request_sha
 from support.llm_client import (

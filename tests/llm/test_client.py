@@ -17,11 +17,12 @@ import time
 
 import pytest
 
+from grumem.core.json_text import dumps, sha256_text
 from grumem.errors import (
     GrumemError,
     ReplayMiss,
 )
-from grumem.io.jsonl import dumps, sha256_text, validate
+from grumem.io.jsonl import validate
 from grumem.llm.cache import ResponseCache
 from grumem.llm.client import LLMClient
 from grumem.llm.request import build_body, request_sha

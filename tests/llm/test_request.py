@@ -9,11 +9,11 @@ import json
 
 import pytest
 
+from grumem.core.json_text import sha256_text
 from grumem.errors import (
     RequestError,
     WireMismatch,
 )
-from grumem.io.jsonl import sha256_text
 from grumem.llm.cache import ResponseCache
 from grumem.llm.request import build_body, request_sha, sampling_params
 from support.llm_client import (

@@ -11,11 +11,11 @@ import logging
 
 import pytest
 
+from grumem.core.json_text import dumps, sha256_text
 from grumem.errors import (
     GrumemError,
     ReplayMiss,
 )
-from grumem.io.jsonl import dumps, sha256_text
 from grumem.llm.cache import ResponseCache
 from grumem.llm.local_server import free_port
 from grumem.llm.request import request_sha

@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grumem.core.json_text import dumps
 from grumem.corpus.log_line import decode_line
 from grumem.corpus.trajectory import record_bytes
 from grumem.corpus.trajectory_check import fast_check
 from grumem.errors import RecordError
-from grumem.io.jsonl import dumps, read_jsonl, validate
+from grumem.io.jsonl import read_jsonl, validate
 from grumem.stages.export import TRAJECTORIES, export
 from support.checkout import FIXTURES_DIR
 from support.export import calibrate, inputs

@@ -24,7 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.io.jsonl import dumps, schema, validate
+from grumem.core.json_text import dumps
+from grumem.io.jsonl import schema, validate
 from grumem.record_types import (
     ABSENT,
     Absent,

@@ -17,11 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grumem.core.template import PromptBuilder
+from grumem.core.chunk_text import render_records
+from grumem.core.json_text import dumps, sha256_text
 from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
-from grumem.io.chunk_files import render_records
-from grumem.io.jsonl import dumps, read_jsonl, sha256_file, sha256_text, validate
+from grumem.io.jsonl import read_jsonl, sha256_file, validate
+from grumem.io.template_files import load_prompt_builder
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log, verl_rows
 
@@ -148,7 +149,7 @@ def test_a5_prompt_is_recorded_bytes(work: Path) -> None:
     chunks = {}
     for rec in read_jsonl(work / "chunks.jsonl", "chunk"):
         chunks[rec["session"], rec["index"] + 1] = render_records(rec["records"])
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     questions = {
         "q1": "Which namespace do the metrics pods run in?",
         "q2": "Which database migration failed, and why?",
@@ -558,7 +559,7 @@ def test_no_trainable_turns_is_an_error(work: Path) -> None:
     assert_nothing_written(work / "corpus")
 
 
-# -------------------- inputs left as they were; rewards only from what was recorded
+# ---------------------------------------------------------------- a refused export writes nothing
 
 
 def _sha256(path: Path) -> str:
@@ -816,7 +817,7 @@ def _edit_body(rec: dict, old: str, new: str) -> dict:
         (lambda r: {**r, "content": r["content"].replace("yes", "no", 1)}, "content"),
         # one byte of the body (its sha256 no longer matches)
         (lambda r: _edit_body(r, "Turn 5", "Turn 6"), "response.sha256"),
-        # a byte turned into U+FFFD: such a body is checked too (body_b64)
+        # a byte turned into U+FFFD: the check covers such bodies too
         (lambda r: _edit_body(r, "Turn 5", "Turn \ufffd"), "response.sha256"),
     ],
     ids=["content", "body byte", "body U+FFFD"],

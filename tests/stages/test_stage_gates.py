@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from grumem.errors import RecordError
+from grumem.io.template_files import load_prompt_builder
 from grumem.llm.attempt import Outcome, attempt_record
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
@@ -18,8 +19,9 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     `response` (then an abort, as the loop records a failed request)."""
     import json
 
-    from grumem.core.template import PromptBuilder, memory_text
-    from grumem.io.jsonl import dumps, sha256_text, write_jsonl
+    from grumem.core.json_text import dumps, sha256_text
+    from grumem.core.template import memory_text
+    from grumem.io.jsonl import write_jsonl
     from grumem.stages.prompts import plan
 
     chunks = tmp_path / "s.jsonl"
@@ -28,7 +30,7 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
         + "\n",
         encoding="utf-8",
     )
-    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], PromptBuilder.from_file(), 1)
+    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], load_prompt_builder(), 1)
     prompts = tmp_path / "prompts.jsonl"
     write_jsonl(prompts, [p], "prompt")
     user = p["prefix"] + memory_text(None) + p["suffix"]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from grumem.core.json_text import dumps
 from grumem.errors import KappaError, RecordError
 from grumem.io.chunk_files import iter_sessions
-from grumem.io.jsonl import dumps, sha256_file, validate
+from grumem.io.jsonl import sha256_file, validate
 from grumem.stages.kappa import run_kappa
 from support.checkout import FIXTURES_DIR
 from support.kappa import kappa_2x2

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from grumem.core.json_text import dumps
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
 from grumem.corpus.parquet import ADVANTAGES, row_size
-from grumem.io.jsonl import dumps, read_jsonl
+from grumem.io.jsonl import read_jsonl
 from grumem.stages.export import (
     ExportInputs,
 )

@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grumem.core.tokens import count_tokens
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.client import Exchange, LLMClient
 from grumem.llm.request import build_body, request_sha
 from support.replies import completion_body
+
+TOKENS = cl100k_tokens()
 
 MODEL = "fake-model"
 REPLY = "<think>ok</think>\n<check>no</check>\n<update></update>\n<next>continue</next>"
@@ -29,9 +31,9 @@ def body_for(i: int, text: str = "chunk") -> str:
 def expected_body(body: str, content: str = REPLY, finish: str = "stop") -> str:
     """What the fake server answers to `body` (no clock, no random id)."""
     sha = request_sha(body)
-    prompt_tokens = sum(count_tokens(m["content"]) for m in json.loads(body)["messages"])
+    prompt_tokens = sum(TOKENS.count(m["content"]) for m in json.loads(body)["messages"])
     return completion_body(
-        sha, MODEL, content, prompt_tokens, count_tokens(content), finish
+        sha, MODEL, content, prompt_tokens, TOKENS.count(content), finish
     ).decode("utf-8")
 
 

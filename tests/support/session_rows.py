@@ -12,10 +12,11 @@ import pyarrow.parquet as pq
 
 from grumem.config.settings import load_queries
 from grumem.core.advantages import ALPHA, ReturnWeights
-from grumem.core.template import DEFAULT_TEMPLATE, Budget, load_template
+from grumem.core.json_text import sha256_text
+from grumem.core.template import Budget
 from grumem.io.chunk_files import iter_sessions
-from grumem.io.jsonl import sha256_text
 from grumem.io.labels import load_labels
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 from grumem.verl.session_row import WEIGHTS, session_row
 
 BUDGET = Budget()  # the config's defaults

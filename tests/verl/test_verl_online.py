@@ -34,14 +34,17 @@ import yaml
 
 from grumem.core.advantages import ScoredTrajectory, group_advantages, mix
 from grumem.core.gate_parser import ParseError, parse_gate_response
-from grumem.core.template import DEFAULT_TEMPLATE, Budget, PromptBuilder
-from grumem.core.tokens import count_tokens
+from grumem.core.template import Budget
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.group_step import step_metrics
 from grumem.verl.session_row import read_session_row
 from support.harness import start_fake_server
 from support.session_rows import demo_session_rows, write_rows
 from support.verl_venv import samples2_script, smollm2_gguf
 from support.workflow import REPO, snakemake, write_config
+
+TOKENS = cl100k_tokens()
 
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 CHECK = Path(__file__).parents[1] / "support" / "verl_online_check.py"
@@ -207,7 +210,7 @@ def expected_turns(row: dict, responses: list[str]) -> list[dict]:
     the strict parser, U_t yes -> the candidate, else M_{t-1}; the message from
     PromptBuilder.build (within budget, or it raises)."""
     info = row["extra_info"]
-    builder = PromptBuilder.from_file(DEFAULT_TEMPLATE, info["system"], Budget(**info["budget"]))
+    builder = load_prompt_builder(DEFAULT_TEMPLATE, info["system"], Budget(**info["budget"]))
     memory, out = None, []
     for chunk, response in zip(info["chunks"], responses, strict=False):
         prompt = builder.build(info["question"], chunk["text"], memory)
@@ -217,7 +220,7 @@ def expected_turns(row: dict, responses: list[str]) -> list[dict]:
             gates = {"parsed": False, "update_gate": None, "exit_gate": None}
         else:
             gates = {"parsed": True, "update_gate": g.update_gate, "exit_gate": g.exit_gate}
-            if g.update_gate and count_tokens(g.candidate) <= info["budget"]["memory"]:
+            if g.update_gate and TOKENS.count(g.candidate) <= info["budget"]["memory"]:
                 memory = g.candidate
         out.append({"user": prompt.user, **gates})
     return out

@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 
 from grumem.config.settings import load_queries
 from grumem.core.loop import user_message
-from grumem.core.template import Budget, PromptBuilder
+from grumem.core.template import Budget
 from grumem.errors import GrumemError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import validate
 from grumem.io.labels import load_labels
+from grumem.io.template_files import load_prompt_builder
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.stages.prompts import plan
 from grumem.verl.group_step import group_step, step_metrics, turn_fields
 from grumem.verl.rollout import (
@@ -30,6 +32,8 @@ from grumem.verl.rollout import (
 )
 from grumem.verl.session_row import SessionRowError, read_session_row, session_row
 from support.session_rows import DEMO, demo_session_rows
+
+TOKENS = cl100k_tokens()
 
 EPS = 1e-6
 
@@ -136,7 +140,7 @@ def test_every_turn_prompt_is_the_responses_stage_user_message() -> None:
     """The prompts stage's records filled by the responses stage's user_message, for
     the first memory and a written one, against the agent loop's."""
     queries = load_queries(DEMO / "queries.yaml")
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     records = list(plan("demo", [DEMO / "chunks"], queries, builder, 1))
     rows = {
         (r["extra_info"]["query_id"], r["extra_info"]["session"]): read_session_row(r)
@@ -176,21 +180,21 @@ def test_a_template_other_than_the_rows_is_refused(tmp_path) -> None:
 def test_an_answer_moves_the_memory_by_the_loop_rules() -> None:
     row = read_session_row(row_of("demo-03-npm-peer-deps", level="L2"))
     c1, c2, c3 = row.chunks
-    kept = answer_turn(row, c1, None, gate(True, "  verbatim  text  "))
+    kept = answer_turn(row, c1, None, gate(True, "  verbatim  text  "), TOKENS)
     assert (kept.memory_after, kept.stops) == ("verbatim  text", False)  # trimmed, else kept
-    assert answer_turn(row, c2, "M", gate(False, "other")).memory_after == "M"
-    unparsed = answer_turn(row, c2, "M", "<check>yes</check> no think block")
+    assert answer_turn(row, c2, "M", gate(False, "other"), TOKENS).memory_after == "M"
+    unparsed = answer_turn(row, c2, "M", "<check>yes</check> no think block", TOKENS)
     assert (unparsed.memory_after, unparsed.gate["parsed"]) == ("M", False)
     assert unparsed.fields()["parse_error"] == "think"
-    assert answer_turn(row, c3, "M", gate(False, end=True)).stops  # L2 obeys a parsed end
+    assert answer_turn(row, c3, "M", gate(False, end=True), TOKENS).stops  # L2 obeys a parsed end
     l1 = read_session_row(row_of("demo-03-npm-peer-deps", level="L1"))
-    assert not answer_turn(l1, c3, "M", gate(False, end=True)).stops  # L1 records it
+    assert not answer_turn(l1, c3, "M", gate(False, end=True), TOKENS).stops  # L1 records it
 
 
 def test_an_over_long_candidate_is_its_turns_format_failure() -> None:
     row = read_session_row(row_of("demo-03-npm-peer-deps", budget=Budget(memory=8)))
     turn = answer_turn(
-        row, row.chunks[0], "M", gate(True, "one two three four five six seven eight nine")
+        row, row.chunks[0], "M", gate(True, "one two three four five six seven eight nine"), TOKENS
     )
     assert (turn.gate["parsed"], turn.memory_after) == (False, "M")
     assert turn.fields()["parse_error"] == "update"
@@ -267,7 +271,7 @@ def test_the_group_step_is_the_papers_advantage_with_no_variance_as_zero(
         turns, memory = [], None
         for chunk, (update, end) in zip(row.chunks, script, strict=True):
             text = "garbled" if update is None else gate(update, "m", end)
-            turn = answer_turn(row, chunk, memory, text)
+            turn = answer_turn(row, chunk, memory, text, TOKENS)
             turns.append(turn.fields())
             memory = turn.memory_after
             if turn.stops:
@@ -299,7 +303,7 @@ def test_step_metrics_count_turns_rollouts_and_zero_variance_groups() -> None:
         for script in scripts:
             rollout, memory = [], None
             for chunk, text in zip(row.chunks, script, strict=True):
-                turn = answer_turn(row, chunk, memory, text)
+                turn = answer_turn(row, chunk, memory, text, TOKENS)
                 rollout.append(turn.fields())
                 memory = turn.memory_after
             rollouts.append(rollout)

@@ -14,15 +14,9 @@ from typing import Any
 import yaml
 
 from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
+from grumem.core.json_text import MAX_JSON_DEPTH, nesting_why, stdlib_loads
 from grumem.errors import GrumemError, RecordError
-from grumem.io.jsonl import (
-    MAX_JSON_DEPTH,
-    nesting_why,
-    open_input,
-    schema,
-    stdlib_loads,
-    strict_validator_class,
-)
+from grumem.io.jsonl import open_input, schema, strict_validator_class
 
 ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
 ENDPOINT_URL = re.compile(ENDPOINT_URL_PATTERN)

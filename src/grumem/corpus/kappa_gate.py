@@ -8,8 +8,9 @@ import json
 import os
 from typing import Any
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import ExportRefused, RecordError
-from grumem.io.jsonl import sha256_file, stdlib_loads, validate
+from grumem.io.jsonl import sha256_file, validate
 
 
 def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> dict[str, Any]:

@@ -4,7 +4,7 @@ The structs below mirror workflow/schemas/log.schema.yaml (tests check that
 every line they accept the schema accepts too). A line they refuse is not an
 error yet: the caller re-reads it through the reference path
 (grumem.io.jsonl: orjson or the stdlib, then the schema), which accepts it or
-names the file, line and field exactly as before. So the structs may be
+names the file, line and field. So the structs may be
 stricter than the schema, never looser. They are read like the dicts they
 replace (`line["t"]`, `line.get("response_model")`), so the export's code
 takes either.
@@ -38,7 +38,7 @@ class _Record(msgspec.Struct, frozen=True):
 
 
 # Every value a struct holds is typed and no container of any depth: a line nested
-# deeper than grumem.io.jsonl.MAX_JSON_DEPTH is refused here before msgspec recurses (as
+# deeper than grumem.core.json_text.MAX_JSON_DEPTH is refused here before msgspec recurses (as
 # far as Python's recursion limit), and the reference path names it.
 Scalar = str | int | float | bool | None
 

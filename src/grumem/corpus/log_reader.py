@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from grumem.core.json_text import json_line
 from grumem.core.recording import body_json, check_request, recorded_content
 from grumem.corpus.log_line import decode_line
 from grumem.errors import RecordError
-from grumem.io.jsonl import checked, json_line, open_input
+from grumem.io.jsonl import checked, open_input
 
 # the fields every line of a trajectory repeats
 TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import GrumemError, RecordError
 from grumem.io.chunk_files import expand_chunk_paths
-from grumem.io.jsonl import read_jsonl_fast, stdlib_loads
+from grumem.io.jsonl import read_jsonl_fast
 
 
 def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict]:

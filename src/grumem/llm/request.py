@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from grumem.core.json_text import dumps, sha256_text, stdlib_loads
 from grumem.errors import RequestError, WireMismatch
-from grumem.io.jsonl import dumps, sha256_text, stdlib_loads
 
 RESERVED = ("model", "messages")
 

@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 
 from grumem.core.packing import plan_session
+from grumem.core.tokens import Tokens
 from grumem.core.units import unit_names
 from grumem.errors import GrumemError
 from grumem.io.jsonl import validate, write_json, write_jsonl
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.transcripts import read_transcript
 
 
@@ -47,8 +49,9 @@ def main(args: argparse.Namespace) -> int:
     }
     written: dict[tuple[Path, str], str] = {}  # (directory, session id) -> its transcript
     manifest: list[dict[str, object]] = []
+    tokens = cl100k_tokens()
     for file, out in zip(args.files, dirs, strict=True):
-        chunk_files = chunk_file(file, out, args, options, written)
+        chunk_files = chunk_file(file, out, args, options, written, tokens)
         manifest.append({"transcript": file, "directory": str(out), "chunks": chunk_files})
     if args.manifest is not None:
         document = {"transcripts": manifest}
@@ -63,6 +66,7 @@ def chunk_file(
     args: argparse.Namespace,
     options: dict[str, str | None],
     written: dict[tuple[Path, str], str],
+    tokens: Tokens,
 ) -> list[str]:
     """One transcript's sessions -> their chunk files in `out`; the files written.
 
@@ -88,7 +92,7 @@ def chunk_file(
             continue
         # chunks are made as they are written: a long record's parts are never all
         # held beside it
-        result = plan_session(s.id, s.records, args.budget)
+        result = plan_session(s.id, s.records, args.budget, tokens)
         write_jsonl(out / f"{s.id}.jsonl", result.chunks(), "chunk")
         chunk_files.append(str(out / f"{s.id}.jsonl"))
         print(

@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from grumem.config.settings import settings_from_args
 from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.evidence import Labels
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.card import CARD, card_text
 from grumem.corpus.kappa_gate import check_kappa
@@ -58,7 +59,7 @@ from grumem.corpus.trajectory import (
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import atomic_files, sha256_file, validate
-from grumem.io.labels import Labels, load_labels
+from grumem.io.labels import load_labels
 
 __all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
 __all__ += ["format_summary", "main"]

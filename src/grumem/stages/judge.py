@@ -3,7 +3,7 @@
 Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
 that several sessions share (same rendered text, same sha) is one pair per
 query, whichever session it came from. The judge sees the question and the
-chunk rendered exactly as the memory agent sees it (grumem.io.chunk_files), through
+chunk rendered exactly as the memory agent sees it (grumem.core.chunk_text), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
 Requests go through the same job setup (grumem.llm.job) and recording client
@@ -31,19 +31,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.config.settings import load_queries, settings_from_args
+from grumem.config.settings import (
+    load_queries,
+    settings_from_args,
+)
+from grumem.core.chunk_text import distinct_chunks
 from grumem.core.gate_parser import MAX_RAW
 from grumem.core.grammar import grammar_fields
 from grumem.core.judge_counts import format_judge_counts, judge_counts
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
-from grumem.core.template import Budget, check_budget, fill, load_template
-from grumem.core.tokens import count_tokens
+from grumem.core.template import Budget, check_budget, fill
+from grumem.core.tokens import Tokens
 from grumem.errors import BudgetError, GrumemError, ParseError, TemplateError
-from grumem.io.chunk_files import Chunk, iter_sessions
+from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
+from grumem.io.template_files import load_template
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 
@@ -139,17 +145,6 @@ def think_chars(max_tokens: int) -> int:
 # ------------------------------------------------------------------ pairs
 
 
-def distinct_chunks(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[Chunk]:
-    """Each chunk sha once, at its first occurrence in file and session order, streaming."""
-    seen: set[str] = set()
-    for _, chunks in iter_sessions(chunk_paths):
-        for chunk in chunks:
-            sha = chunk.sha
-            if sha not in seen:
-                seen.add(sha)
-                yield chunk
-
-
 @dataclass(frozen=True)
 class PairToJudge:
     """One (query, chunk) to judge: the question and the rendered chunk, with their
@@ -164,17 +159,17 @@ class PairToJudge:
 
 
 def iter_pairs(
-    chunk_paths: Sequence[str | os.PathLike[str]], queries: Sequence[Mapping[str, str]]
+    chunk_paths: Sequence[str | os.PathLike[str]],
+    queries: Sequence[Mapping[str, str]],
+    tokens: Tokens,
 ) -> Iterator[PairToJudge]:
     """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
-    question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
-    for chunk in distinct_chunks(chunk_paths):
+    question_tokens = {q["id"]: tokens.count(q["question"]) for q in queries}
+    for chunk in distinct_chunks(iter_sessions(chunk_paths)):
         text = chunk.text
-        tokens = count_tokens(text)
+        n = tokens.count(text)
         for q in queries:
-            yield PairToJudge(
-                q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens
-            )
+            yield PairToJudge(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, n)
 
 
 # ------------------------------------------------------------------ judging
@@ -198,17 +193,22 @@ def _unjudged(
 
 
 async def judge_pair(
-    client: Any, pair: PairToJudge, s: JudgeSettings, template: str, progress: Progress
+    client: Any,
+    pair: PairToJudge,
+    s: JudgeSettings,
+    template: str,
+    progress: Progress,
+    tokens: Tokens,
 ) -> tuple[str, dict[str, Any]]:
     """("label", label record) or ("unjudged", side-file record) for one pair."""
     user = judge_prompt(template, pair.question, pair.chunk_text)
-    tokens = {
+    counts = {
         "question": pair.question_tokens,
         "section": pair.chunk_tokens,
-        "total": count_tokens(user),
+        "total": tokens.count(user),
     }
     try:
-        check_budget(s.budget, tokens, s.max_tokens)
+        check_budget(s.budget, counts, s.max_tokens)
     except BudgetError as e:
         return "unjudged", _unjudged(pair, "budget", None, detail=str(e))
     body = build_body(s.model, [{"role": "user", "content": user}], s.sampling, s.grammar)
@@ -255,6 +255,7 @@ async def judge_all(
     template: str,
     progress: Progress,
     workers: int,
+    tokens: Tokens,
     report_every: float = 5.0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Judge a stream of pairs with `workers` requests at most in flight; the client's
@@ -272,7 +273,7 @@ async def judge_all(
 
     async def work() -> None:
         while (pair := await queue.get()) is not None:
-            kind, record = await judge_pair(client, pair, s, template, progress)
+            kind, record = await judge_pair(client, pair, s, template, progress, tokens)
             (labels if kind == "label" else unjudged).append(record)
             progress.parsed += kind == "label"
             progress.dropped += kind != "label"
@@ -313,14 +314,17 @@ def run(
     s = JudgeSettings.from_settings(settings)
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
-    n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
+    n_chunks = sum(
+        1 for _ in distinct_chunks(iter_sessions(chunk_paths))
+    )  # a first pass, for the total
     progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
-    pairs = iter_pairs(chunk_paths, queries)
+    tokens = cl100k_tokens()
+    pairs = iter_pairs(chunk_paths, queries, tokens)
     outputs = [out_path, unjudged_path]
     with llm_job(s.llm, s.base_url, outputs, progress, log_path, max_in_flight) as job:
 
         async def work(client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            return await judge_all(client, pairs, s, template, progress, client.concurrency)
+            return await judge_all(client, pairs, s, template, progress, client.concurrency, tokens)
 
         (labels, unjudged), counters = job.run(work), progress.counters.snapshot()
     failed = [u for u in unjudged if u["reason"] == "request_failed"]

@@ -13,8 +13,9 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
+from grumem.core.json_text import loads
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads, read_jsonl
+from grumem.io.jsonl import read_jsonl
 from grumem.record_types import LogEarlierAsk, LogLine
 
 _GATE_FIELDS = (

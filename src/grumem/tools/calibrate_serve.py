@@ -49,8 +49,9 @@ from typing import Any
 from aiohttp import web
 
 from grumem.core.calibration import SKIP
+from grumem.core.json_text import dumps_bytes, json_line
 from grumem.errors import GrumemError, RecordError, SampleChanged
-from grumem.io.jsonl import atomic_writer, checked, dumps_bytes, json_line, read_jsonl
+from grumem.io.jsonl import atomic_writer, checked, read_jsonl
 from grumem.report.viewer import csp_hash
 
 ANSWERS = {"yes": True, "no": False, "skip": SKIP}

@@ -32,7 +32,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.utils.profiler import simple_timer
 
-from grumem.core.template import DEFAULT_TEMPLATE
+from grumem.io.template_files import DEFAULT_TEMPLATE
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.rollout import (
     Turn,
     TurnBudgetError,
@@ -69,12 +70,14 @@ class GrumemAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, template: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.template = template or str(DEFAULT_TEMPLATE)
+        # one counter for the loop's rollouts: its cache holds their memories
+        self.tokens = cl100k_tokens()
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         row = read_session_row(kwargs)
-        builder = prompt_builder(row, self.template)
+        builder = prompt_builder(row, self.template, self.tokens)
         request_id = uuid4().hex  # one a rollout: its turns share the template's prefix
         outputs: list[AgentLoopOutput] = []
         memory: str | None = None
@@ -122,7 +125,7 @@ class GrumemAgentLoop(AgentLoopBase):
             clean_up_tokenization_spaces=False,
         )
         chunk = row.chunks[prompt.t - 1]
-        turn = answer_turn(row, chunk, memory, text)
+        turn = answer_turn(row, chunk, memory, text, self.tokens)
         preempted = generated.num_preempted
         output = TurnOutput(
             prompt_ids=prompt_ids,

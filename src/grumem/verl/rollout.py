@@ -15,11 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from grumem.core.json_text import sha256_text
 from grumem.core.loop import interpret_content, memory_after, stops, user_message
-from grumem.core.template import DEFAULT_TEMPLATE, BudgetError, PromptBuilder, load_template
-from grumem.core.tokens import count_tokens_cached
+from grumem.core.template import BudgetError, PromptBuilder
+from grumem.core.tokens import Tokens
 from grumem.errors import GrumemError
-from grumem.io.jsonl import sha256_text
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.session_row import SessionChunk, SessionRow
 
 
@@ -47,6 +49,7 @@ class Turn:
     gate: dict  # grumem.loop.interpret_content's fields
     memory_after: str | None
     stops: bool
+    memory_tokens: int  # memory_tokens(memory_after)
 
     def fields(self) -> dict:
         """The turn as verl's extra_fields carry it (plain values only)."""
@@ -59,12 +62,15 @@ class Turn:
             "update_gate": self.gate["update_gate"],
             "exit_gate": self.gate["exit_gate"],
             "parse_error": None if error is None else error["tag"],
-            "memory_tokens": memory_tokens(self.memory_after),
+            "memory_tokens": self.memory_tokens,
         }
 
 
-def prompt_builder(row: SessionRow, template: str | Path = DEFAULT_TEMPLATE) -> PromptBuilder:
-    """The row's PromptBuilder; the template must be the one the row was exported with."""
+def prompt_builder(
+    row: SessionRow, template: str | Path = DEFAULT_TEMPLATE, tokens: Tokens | None = None
+) -> PromptBuilder:
+    """The row's PromptBuilder, counting with `tokens` (the loop's counter, else one of
+    its own); the template must be the one the row was exported with."""
     text = load_template(template)
     sha = sha256_text(text)
     if sha != row.template_sha256:
@@ -73,7 +79,7 @@ def prompt_builder(row: SessionRow, template: str | Path = DEFAULT_TEMPLATE) -> 
             f" agent loop's template {template} is {sha[:12]}…: give the loop the template the"
             " prompts stage used (`template:` in rollout.agent.agent_loop_config_path)"
         )
-    return PromptBuilder(text, row.system, row.budget)
+    return PromptBuilder(text, row.system, row.budget, tokens=tokens or cl100k_tokens())
 
 
 def turn_prompt(
@@ -92,12 +98,16 @@ def turn_prompt(
     return TurnPrompt(chunk.t, messages, tokens)
 
 
-def answer_turn(row: SessionRow, chunk: SessionChunk, memory: str | None, text: str) -> Turn:
-    """What the answer `text` to turn t (memory before: `memory`) does."""
-    gate = interpret_content(text, None, row.budget.memory)
-    return Turn(chunk, memory, gate, memory_after(memory, gate), stops(row.level, gate))
+def answer_turn(
+    row: SessionRow, chunk: SessionChunk, memory: str | None, text: str, tokens: Tokens
+) -> Turn:
+    """What the answer `text` to turn t (memory before: `memory`) does; `tokens` counts
+    the candidate memory against the budget."""
+    gate = interpret_content(text, None, row.budget.memory, tokens)
+    after = memory_after(memory, gate)
+    return Turn(chunk, memory, gate, after, stops(row.level, gate), memory_tokens(after, tokens))
 
 
-def memory_tokens(memory: str | None) -> int:
+def memory_tokens(memory: str | None, tokens: Tokens) -> int:
     """The memory's size in the budget's tokens; 0 while none has been written."""
-    return 0 if memory is None else count_tokens_cached(memory)
+    return 0 if memory is None else tokens.count_cached(memory)

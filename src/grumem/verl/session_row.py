@@ -15,10 +15,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.json_text import sha256_text
 from grumem.core.rewards import last_evidence_turn
 from grumem.core.template import Budget
-from grumem.errors import GrumemError
-from grumem.io.jsonl import RecordError, sha256_text, validate
+from grumem.errors import GrumemError, RecordError
+from grumem.io.jsonl import validate
 
 SCHEMA = "session-row"
 AGENT_NAME = "grumem"  # the agent loop's registered name (grumem.verl.agent_loop)

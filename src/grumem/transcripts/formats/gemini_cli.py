@@ -41,8 +41,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from grumem.core.json_text import dumps
 from grumem.errors import RecordError
-from grumem.io.jsonl import dumps
 from grumem.transcripts.base import (
     Detection,
     Head,

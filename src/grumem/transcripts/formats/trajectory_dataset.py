@@ -42,8 +42,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import NestingError, RecordError
-from grumem.io.jsonl import stdlib_loads
 from grumem.transcripts.base import (
     Detection,
     Head,
