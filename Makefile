@@ -12,7 +12,7 @@ CORES ?= 2
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
 
-.PHONY: run test lint bench dag clean-results venv venv-verl system
+.PHONY: run test test-fast lint fmt bench dag clean-results venv venv-verl system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,13 @@ venv: $(STAMP)
 
 # verl in a venv of its own (torch, ray, transformers: ~6 GB, ~8 min the first
 # time, pip's cache makes it fast after), with grumem installed editable so
-# verl can load grumem/verl/reward.py by path. tests/test_verl.py runs in it.
+# verl can load grumem/verl/reward.py by path and import grumem.verl. The
+# `local` extra (llama.cpp) is for the tests: tests/verl/test_verl_online.py runs the
+# embedded model in-process there, token ids in and out. tests/verl/ run in it.
 $(VERL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl]"
+	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl,local]"
 	touch $(VERL_STAMP)
 
 venv-verl: $(VERL_STAMP)
@@ -52,6 +54,16 @@ system:
 test: $(STAMP) $(VERL_STAMP) system
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory lint
+
+# The inner loop: the tests that need neither .venv-verl nor more than a few seconds.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not verl"
+
+# Format what lint checks (ruff's fixes and formatter, snakefmt).
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix src tests scripts
+	$(BIN)/ruff format src tests scripts
+	$(BIN)/snakefmt Snakefile workflow/rules
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

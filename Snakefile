@@ -14,6 +14,9 @@ min_version("9.0")
 # config.yaml is the bundled demo. A config of your own (--configfile) replaces
 # it instead of being merged with it: the demo's project never runs on your
 # server, and what your file leaves out takes the schema's defaults.
+# workflow.overwrite_configfiles (the command line's config files) is no
+# documented API, but Snakemake's own --replace-workflow-config (9.27) also drops
+# config.yaml under a bare --config and is not passed on to cluster jobs.
 if not workflow.overwrite_configfiles:
 
     configfile: "config.yaml"
@@ -43,9 +46,11 @@ include: "workflow/rules/responses.smk"
 include: "workflow/rules/gates.smk"
 include: "workflow/rules/log.smk"
 include: "workflow/rules/judge.smk"
+include: "workflow/rules/labels.smk"
 include: "workflow/rules/kappa.smk"
-include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/report_plots.smk"
+include: "workflow/rules/report_viewer.smk"
 
 
 rule export:

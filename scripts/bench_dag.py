@@ -16,8 +16,8 @@ Machine-readable lines (for `make bench`): one per size,
 the largest size over that of the size before it (nan for a single size).
 rss_mb is in MiB.
 
-Issue 16's goal: 100,000 transcripts in <= 60 s and <= 1 GB, growth from
-10,000 to 100,000 <= 12x (a linear DAG build grows 10x).
+The target: 100,000 transcripts in <= 60 s and <= 1 GB, growth from 10,000 to
+100,000 <= 12x (a linear DAG build grows 10x).
 """
 
 from __future__ import annotations

@@ -39,9 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from grumem.core.template import DEFAULT_TEMPLATE, fill, load_template, memory_text
-from grumem.io.chunk_files import chunk_sha, render_records
-from grumem.io.jsonl import dumps, sha256_text
+from grumem.core.chunk_text import chunk_sha, render_records
+from grumem.core.json_text import dumps, sha256_text
+from grumem.core.template import fill, memory_text
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 from grumem.llm.request import build_body, request_sha
 
 TURNS_PER_TRAJECTORY = 20

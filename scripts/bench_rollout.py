@@ -65,9 +65,11 @@ from typing import Any
 import yaml
 
 from grumem.config.settings import settings_from_json
+from grumem.core.json_text import dumps
 from grumem.core.loop import user_message
 from grumem.core.template import Budget, PromptBuilder
-from grumem.io.jsonl import dumps, validate
+from grumem.io.jsonl import validate
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.client import LLMClient
 from grumem.llm.request import build_body, sampling_params
 from grumem.stages.prompts import plan
@@ -311,6 +313,7 @@ def plan_prompts(
         (REPO / "templates" / "gru-mem.txt").read_text(encoding="utf-8"),
         None,
         Budget.from_config(settings["budget"]),
+        tokens=cl100k_tokens(),
     )
     q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
     prompts = list(plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1))

@@ -29,13 +29,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grumem.config.settings import load_queries
+from grumem.core.chunk_text import Chunk
 from grumem.core.gate_parser import parse_gate_response
-from grumem.core.template import PromptBuilder
+from grumem.core.grammar import grammar_fields
 from grumem.errors import ParseError
-from grumem.io.chunk_files import Chunk, read_chunk_file
+from grumem.io.chunk_files import read_chunk_file
 from grumem.io.jsonl import write_json
+from grumem.io.template_files import load_prompt_builder
 from grumem.llm.client import LLMClient
-from grumem.llm.grammar import grammar_fields
 from grumem.llm.local_server import MODEL_NAME, LocalServer
 from grumem.llm.request import build_body
 
@@ -72,7 +73,7 @@ async def record(args: argparse.Namespace, base_url: str, model: str) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     questions = [q["question"] for q in load_queries(args.queries)]
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     date = datetime.now(UTC).date().isoformat()
     results: dict[bool, list[bool]] = {True: [], False: []}
     cut: list[str] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -30,13 +29,6 @@ def _temporary_files_under_pytest_basetemp(
     patch.setenv("GRUMEM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     yield
     patch.undo()
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (prefer --port 0 where a server supports it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ----------------------------------------------------------- the fake LLM server

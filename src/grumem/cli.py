@@ -124,12 +124,7 @@ def add_kappa(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="the project's chunk files, directories or manifests: calibration pairs among them",
     )
-    p.add_argument(
-        "--min-calibration",
-        type=int,
-        default=20,
-        help="fewest overlapping pairs (export.min_calibration)",
-    )
+    add_settings_arguments(p, required=False, connection=False)
     p.add_argument("--out", required=True, help="kappa.json")
     p.set_defaults(handler="grumem.stages.kappa:main")
 
@@ -139,8 +134,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
     p.add_argument("--labels", required=True, help="labels.jsonl")
     p.add_argument("--kappa", required=True, help="kappa.json from `grumem kappa` (required)")
-    p.add_argument("--min-kappa", type=float, default=0.6, help="export.min_kappa")
-    p.add_argument("--data-source", default="grumem", help="verl data_source (export.data_source)")
+    add_settings_arguments(p, required=False, connection=False)
     p.add_argument(
         "--chunks",
         nargs="+",
@@ -155,20 +149,6 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--template", default=None, help="the prompts' template: its sha256 goes in the card"
     )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=0.9,
-        help="advantage = alpha*A_traj + (1-alpha)*A_turn (export.alpha)",
-    )
-    for name in ("r_update", "r_exit", "r_format"):
-        p.add_argument(
-            f"--return-weight-{name.removeprefix('r_')}",
-            dest=f"w_{name}",
-            type=float,
-            default=1.0,
-            help=f"weight of {name} in a trajectory's return (export.return_weights.{name})",
-        )
     p.set_defaults(handler="grumem.stages.export:main")
 
 
@@ -177,8 +157,22 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         "verl-config",
         help="print the Hydra overrides that train verl on a corpus with grumem's rewards",
     )
-    p.add_argument("--corpus", required=True, help="an export's directory or its turns.parquet")
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="an export's directory, or its turns.parquet (sessions.parquet with --online)",
+    )
     p.add_argument("--val-corpus", help="validation corpus (default: the training corpus)")
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="train the loop itself (the paper's algorithm) from sessions.parquet, not turns",
+    )
+    p.add_argument(
+        "--rollout-n",
+        type=int,
+        help="--online: rollouts of a row, the advantages' group (default 4, at least 2)",
+    )
     p.add_argument(
         "--max-prompt-length",
         type=int,
@@ -299,7 +293,7 @@ def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
     )
-    p.set_defaults(handler="grumem.core.calibration:main_sample")
+    p.set_defaults(handler="grumem.tools.calibrate:main_sample")
 
 
 def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
@@ -309,7 +303,7 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", required=True, help="the sample, every `evidence` true or false")
     p.add_argument("--annotator", required=True, help="who labelled it (not the judge)")
     p.add_argument("--out", required=True, help="the calibration file (label schema)")
-    p.set_defaults(handler="grumem.core.calibration:main_finalize")
+    p.set_defaults(handler="grumem.tools.calibrate:main_finalize")
 
 
 def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:

@@ -17,6 +17,7 @@ do. The hierarchy, by what went wrong:
     ├── MissingLabelsError              turns whose (query, chunk) has no evidence label
     ├── ExportRefused                   the export's κ gate is not met: nothing written
     ├── SampleChanged                   a calibration sample edited while its page was open
+    ├── GroupFailed                     a rollout of a verl group whose sibling failed
     ├── EndpointError                   llm.base_url cannot be used as given
     ├── RequestError (ValueError)       a request body that cannot be built or sent
     ├── GrammarUnsupported              a grammar asked of a server kind that takes none
@@ -285,3 +286,7 @@ class ModelMismatch(LLMError):
 
 class SampleChanged(GrumemError):
     """The sample file no longer holds the pair the page answered (edited meanwhile)."""
+
+
+class GroupFailed(GrumemError):
+    """Another rollout of the row failed, so this one is not trained on either."""

@@ -27,7 +27,7 @@ def test_an_internal_error_reaches_the_jobs_progress_log(
 ) -> None:
     # The responses and judge rules send stderr to the terminal and only the
     # progress log to {log}: a bug's traceback must be in that log too.
-    def boom(args):
+    def boom(args, **_):
         raise RuntimeError("boom: a bug, not bad input")
 
     monkeypatch.setattr(settings_reader, boom)

@@ -1,5 +1,5 @@
 """`grumem prompts` given files that are missing, directories, or not what they should
-be: one line naming the file, exit 1, nothing written (issue 17, items 11 and 12)."""
+be: one line naming the file, exit 1, nothing written."""
 
 from __future__ import annotations
 

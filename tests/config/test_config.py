@@ -284,7 +284,7 @@ _QUERY_VALUES = st.sampled_from([None, True, 1, 2.0, "", "q", "q 1", "q\n", "-q"
 @given(st.data())
 @settings(max_examples=400, deadline=None)
 def test_queries_are_checked_by_compiled_code_that_agrees_with_the_reference(data) -> None:
-    """load_queries checks by compiled code (issue 15): it accepts exactly what
+    """load_queries checks by compiled code: it accepts exactly what
     jsonschema accepts, and a rejected file still names the reference's field."""
     queries = [{"id": "q1", "question": "Which errors?"}, {"id": "q2", "question": "And?"}]
     doc: dict = {"queries": [dict(q) for q in queries]}

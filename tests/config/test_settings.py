@@ -103,15 +103,13 @@ def test_connection_takes_only_connection_settings() -> None:
 
 
 def test_the_judge_takes_the_connection_too() -> None:
-    from grumem.stages.judge import settings_from_args as judge_settings
-
     parser = argparse.ArgumentParser()
     add_settings_arguments(parser)
     parser.add_argument("--project")
     settings = json.dumps({"llm": {"model": "m"}, "labels": {"source": "judge"}})
     connection = '{"base_url": "http://j/v1", "retries": 1}'
     args = parser.parse_args(["--settings", settings, "--connection", connection, "--project", "p"])
-    s = judge_settings(args)
+    s = settings_from_args(args, labels_of=args.project)
     assert s["llm"]["base_url"] == "http://j/v1" and s["llm"]["retries"] == 1
     assert s["labels"]["source"] == "judge"
 
@@ -146,7 +144,7 @@ def _objects(s: dict) -> st.SearchStrategy:
 @given(st.deferred(lambda: _objects(sections_schema())))
 @settings(max_examples=800, deadline=None)
 def test_the_compiled_sections_check_agrees_with_the_reference(sections: dict) -> None:
-    """Jobs check their settings by compiled code (issue 15): it may only accept what the
+    """Jobs check their settings by compiled code: it may only accept what the
     reference (jsonschema and its default-filling recipe) accepts, filled alike."""
     fast = filled_sections(copy.deepcopy(sections))
     placeholder = {"x": {"chunks": "", "queries": ""}}

@@ -302,8 +302,8 @@ def test_a9_real_responses():
     files = sorted(REAL_DIR.glob("*.json"))
     if not files:
         pytest.skip(
-            f"no recorded real responses in {REAL_DIR} yet: they are recorded from "
-            "the real model by the recording helper and arrive later"
+            f"no recorded real responses in {REAL_DIR}: record them from the real model"
+            " with scripts/record_real_responses.py"
         )
     failures, finished_with_grammar = [], 0
     for path in files:

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.core.gate_parser import MAX_RAW
+from grumem.core.grammar import JUDGE_GRAMMAR
 from grumem.core.judge_parser import TAGS, Judgement, parse_judge_response
 from grumem.errors import ParseError
-from grumem.llm.grammar import JUDGE_GRAMMAR
 
 
 def answer(think: str | None = "reason", evidence: str = "yes", sep: str = "\n") -> str:

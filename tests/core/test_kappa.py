@@ -6,9 +6,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from grumem.core.evidence import Labels
 from grumem.core.kappa import Confusion, cohen_kappa, kappa_between
 from grumem.errors import KappaError
-from grumem.io.labels import Labels
 from support.kappa import kappa_2x2
 
 

@@ -6,11 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.core.chunk_text import render_record, render_records
 from grumem.core.packing import _pack_exact, chunk_session, pack_records, split_record, split_text
-from grumem.core.tokens import count_tokens
 from grumem.errors import ChunkBudgetError
-from grumem.io.chunk_files import render_record, render_records
 from grumem.io.jsonl import validate
+from grumem.io.tokenizer import cl100k_tokens
+
+TOKENS = cl100k_tokens()
 
 ROLES = ("user", "assistant", "tool_result", "system")
 
@@ -55,7 +57,7 @@ PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 
 
 def rendered_tokens(role: str, text: str) -> int:
-    return count_tokens(render_record(role, text))
+    return TOKENS.count(render_record(role, text))
 
 
 # ------------------------------------------------------------------ splitting
@@ -64,7 +66,7 @@ def rendered_tokens(role: str, text: str) -> int:
 @PROPERTY
 @given(text=any_text, budget=st.integers(min_value=50, max_value=400), role=st.sampled_from(ROLES))
 def test_split_is_lossless_and_every_part_fits(text: str, budget: int, role: str) -> None:
-    parts = split_text(role, text, budget)
+    parts = split_text(role, text, budget, TOKENS)
     assert "".join(parts) == text
     assert all(rendered_tokens(role, p) <= budget for p in parts)
     if rendered_tokens(role, text) <= budget:
@@ -75,7 +77,7 @@ def test_split_is_lossless_and_every_part_fits(text: str, budget: int, role: str
 
 def test_split_cuts_at_line_ends_when_lines_fit() -> None:
     text = "".join(f"line {i}: value={i * 7919 % 1000}\n" for i in range(400))
-    parts = split_text("tool_result", text, 60)
+    parts = split_text("tool_result", text, 60, TOKENS)
     assert len(parts) > 10
     assert "".join(parts) == text
     assert all(p.endswith("\n") for p in parts)  # no line was cut
@@ -88,7 +90,7 @@ def test_split_cuts_at_line_ends_when_lines_fit() -> None:
 def test_split_cuts_inside_a_line_only_when_it_alone_is_too_long() -> None:
     long_line = " ".join(f"w{i}" for i in range(600))  # about 1200 tokens, no newline
     text = "short one\n" + long_line + "\nshort two\n"
-    parts = split_text("assistant", text, 100)
+    parts = split_text("assistant", text, 100, TOKENS)
     assert "".join(parts) == text
     assert all(rendered_tokens("assistant", p) <= 100 for p in parts)
     assert parts[0].startswith("short one\n")
@@ -100,17 +102,19 @@ def test_split_cuts_inside_a_line_only_when_it_alone_is_too_long() -> None:
 
 def test_split_record_marks_parts_and_keeps_fields() -> None:
     rec = {"role": "tool_result", "text": "x = 1\n" * 300, "source": {"file": "f", "line": 3}}
-    parts = split_record(rec, 80)
+    parts = split_record(rec, 80, TOKENS)
     assert [p["part"] for p in parts] == [{"index": i, "of": len(parts)} for i in range(len(parts))]
     assert all(p["source"] == rec["source"] and p["role"] == "tool_result" for p in parts)
     assert list(parts[0]) == ["role", "text", "source", "part"]
     assert "".join(p["text"] for p in parts) == rec["text"]
-    assert split_record({"role": "user", "text": "hi"}, 80) == [{"role": "user", "text": "hi"}]
+    assert split_record({"role": "user", "text": "hi"}, 80, TOKENS) == [
+        {"role": "user", "text": "hi"}
+    ]
 
 
 def test_budget_too_small_is_an_error() -> None:
     with pytest.raises(ChunkBudgetError, match="too small"):
-        split_text("tool_result", "a long text " * 50, 3)
+        split_text("tool_result", "a long text " * 50, 3, TOKENS)
 
 
 # ------------------------------------------------------------------ packing
@@ -143,15 +147,15 @@ def _reassemble(chunks: list[dict]) -> list[str]:
 def test_every_chunk_fits_nothing_is_lost_and_packing_is_greedy(
     records: list[dict], budget: int
 ) -> None:
-    result = chunk_session("s-1", records, budget)
+    result = chunk_session("s-1", records, budget, TOKENS)
     chunks = result.chunks
     assert [c["index"] for c in chunks] == list(range(len(chunks)))
     for chunk, tokens in zip(chunks, result.chunk_tokens, strict=True):
         validate(chunk, "chunk")
-        assert count_tokens(render_records(chunk["records"])) == tokens <= budget
+        assert TOKENS.count(render_records(chunk["records"])) == tokens <= budget
     assert _reassemble(chunks) == [r["text"] for r in records]
     for chunk, nxt in zip(chunks, chunks[1:], strict=False):  # the next record did not fit
-        assert count_tokens(render_records([*chunk["records"], nxt["records"][0]])) > budget
+        assert TOKENS.count(render_records([*chunk["records"], nxt["records"][0]])) > budget
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -161,8 +165,8 @@ def test_every_chunk_fits_nothing_is_lost_and_packing_is_greedy(
 )
 def test_fast_packing_equals_exact_packing(records: list[dict], budget: int) -> None:
     """The additive token sums give the same chunks as counting every candidate in full."""
-    pieces = [p for r in records for p in split_record(r, budget)]
-    assert pack_records(pieces, budget) == _pack_exact(pieces, budget)
+    pieces = [p for r in records for p in split_record(r, budget, TOKENS)]
+    assert pack_records(pieces, budget, TOKENS) == _pack_exact(pieces, budget, TOKENS)
 
 
 def test_separator_sensitive_record_ends() -> None:
@@ -173,9 +177,11 @@ def test_separator_sensitive_record_ends() -> None:
         {"role": ROLES[i % 4], "text": f"record {i} " + end} for i, end in enumerate(ends * 3)
     ]
     for budget in (60, 150, 400):
-        packed = pack_records([p for r in records for p in split_record(r, budget)], budget)
+        packed = pack_records(
+            [p for r in records for p in split_record(r, budget, TOKENS)], budget, TOKENS
+        )
         for recs, tokens in packed:
-            assert count_tokens(render_records(recs)) == tokens <= budget
+            assert TOKENS.count(render_records(recs)) == tokens <= budget
 
 
 def test_chunking_is_deterministic() -> None:
@@ -183,6 +189,6 @@ def test_chunking_is_deterministic() -> None:
         {"role": ROLES[i % 4], "text": f"step {i}\n" + "output line\n" * (i * 13 % 90)}
         for i in range(60)
     ]
-    a = chunk_session("s", records, 200)
-    b = chunk_session("s", [dict(r) for r in records], 200)
+    a = chunk_session("s", records, 200, TOKENS)
+    b = chunk_session("s", [dict(r) for r in records], 200, TOKENS)
     assert a == b and len(a.chunks) > 5 and a.split_records > 0

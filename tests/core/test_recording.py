@@ -6,21 +6,21 @@ import base64
 
 import pytest
 
+from grumem.core.json_text import sha256_bytes
 from grumem.core.loop import interpret
 from grumem.core.recording import check_response, recorded_content, response_bytes
 from grumem.errors import RecordError
-from grumem.io.jsonl import sha256_bytes
+from grumem.llm.attempt import Outcome, attempt_record
 from grumem.llm.cache import _attempt_validator
-from grumem.llm.client import _attempt_record, _Outcome
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
 
 
 def test_a_body_that_is_not_utf8_is_recorded_losslessly() -> None:
-    """11.4: the client stored a U+FFFD-decoded string, so its sha256 (of the raw
-    bytes) could never be checked; now the raw bytes are kept as body_b64."""
-    attempt = _attempt_record(
-        1, _Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1"
+    """A body that is not UTF-8 keeps its raw bytes as body_b64, so its sha256 (of the
+    raw bytes) can be checked; a U+FFFD-decoded string could not be."""
+    attempt = attempt_record(
+        1, Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1"
     )
     assert attempt["sha256"] == sha256_bytes(NOT_UTF8)
     assert base64.b64decode(attempt["body_b64"]) == NOT_UTF8
@@ -29,8 +29,8 @@ def test_a_body_that_is_not_utf8_is_recorded_losslessly() -> None:
     assert check_response("r.jsonl", 3, attempt) == NOT_UTF8
     _attempt_validator().validate(attempt)  # response.schema.yaml's attempt
     # a valid UTF-8 body has no body_b64: the record is unchanged for it
-    plain = _attempt_record(
-        1, _Outcome(200, b'{"a": "\xc3\xa9"}', None), 0.1, None, "http://127.0.0.1:9/v1"
+    plain = attempt_record(
+        1, Outcome(200, b'{"a": "\xc3\xa9"}', None), 0.1, None, "http://127.0.0.1:9/v1"
     )
     assert "body_b64" not in plain and plain["body"] == '{"a": "\u00e9"}'
     assert check_response("r.jsonl", 3, plain) == b'{"a": "\xc3\xa9"}'
@@ -53,7 +53,7 @@ def test_a_body_that_is_not_utf8_is_recorded_losslessly() -> None:
 )
 def test_an_edited_lossless_body_fails_naming_the_line(edit, field) -> None:
     attempt = edit(
-        _attempt_record(1, _Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
+        attempt_record(1, Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
     )
     with pytest.raises(RecordError) as e:
         check_response("r.jsonl", 7, attempt)
@@ -63,10 +63,10 @@ def test_an_edited_lossless_body_fails_naming_the_line(edit, field) -> None:
 
 def test_content_comes_from_the_raw_bytes() -> None:
     body = b'{"choices": [{"message": {"content": "<check>yes</check>"}, "finish_reason": "stop"}]}'
-    attempt = _attempt_record(1, _Outcome(200, body, None), 0.1, None, "http://127.0.0.1:9/v1")
+    attempt = attempt_record(1, Outcome(200, body, None), 0.1, None, "http://127.0.0.1:9/v1")
     assert recorded_content("r.jsonl", 1, attempt) == "<check>yes</check>"
     # a 200 that is not UTF-8 is no chat completion, in the loop and in the export alike
-    bad = _attempt_record(1, _Outcome(200, NOT_UTF8, None), 0.1, None, "http://127.0.0.1:9/v1")
+    bad = attempt_record(1, Outcome(200, NOT_UTF8, None), 0.1, None, "http://127.0.0.1:9/v1")
     assert recorded_content("r.jsonl", 1, bad) is None
     gate = interpret(bad)
     assert gate["parsed"] is False and gate["content"] is None

@@ -87,7 +87,7 @@ def test_t_exit_is_first_recorded_exit_else_last(turns) -> None:
     rewards = score_trajectory(turns)
     exits = [g.t for g in turns if g.exit_gate]
     if not any(g.parsed for g in turns):
-        # 17.19: no exit gate recorded at all: no exit decision to score
+        # no exit gate recorded at all: no exit decision to score
         assert (rewards.t_exit, rewards.r_exit, rewards.r_exit_reason) == (
             None,
             None,
@@ -100,7 +100,7 @@ def test_t_exit_is_first_recorded_exit_else_last(turns) -> None:
 
 @given(trajectory(), st.lists(st.booleans(), min_size=1, max_size=40))
 def test_aborted_without_end_has_no_r_exit(turns, session) -> None:
-    """11.2: a run cut short (budget, failed request) before a recorded end made no
+    """A run cut short (budget, failed request) before a recorded end made no
     exit decision; with an end recorded, the abort changes nothing."""
     evidence = list(enumerate(session, start=1))
     cut = score_trajectory(turns, evidence, aborted=True)
@@ -133,7 +133,7 @@ def test_exit_reasons_by_example() -> None:
 
 
 def test_r_format_counts_every_ask() -> None:
-    """11.5: a turn that parsed only on its re-ask still fails r_format."""
+    """A turn that parsed only on its re-ask still fails r_format."""
     turns = [TurnGates(1, True, False, False, False), TurnGates(2, True, True, False, True)]
     assert score_trajectory(turns).r_format == 1
     assert score_trajectory(turns, parsed_asks=[True, False, True]).r_format == 0

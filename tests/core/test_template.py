@@ -10,15 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.core.template import (
-    DEFAULT_TEMPLATE,
-    NO_PREVIOUS_MEMORY,
-    Budget,
-    PromptBuilder,
-    load_template,
-)
+from grumem.core.chunk_text import ROLE_LABELS, render_records
+from grumem.core.template import NO_PREVIOUS_MEMORY, Budget
 from grumem.errors import BudgetError, TemplateError
-from grumem.io.chunk_files import ROLE_LABELS, iter_sessions, read_chunk_file, render_records
+from grumem.io.chunk_files import iter_sessions, read_chunk_file
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder, load_template
 from support.checkout import FIXTURES_DIR, REPO_ROOT
 
 CARD_QUESTION = "Which errors did the agent hit, and what fixed each one?"
@@ -70,7 +66,7 @@ def test_a2_golden_tn() -> None:
 
 def test_a3_no_previous_memory_literal() -> None:
     chunk = read_chunk_file(CARD_CHUNKS)[0]
-    user = PromptBuilder.from_file().build(CARD_QUESTION, chunk.text, None).user
+    user = load_prompt_builder().build(CARD_QUESTION, chunk.text, None).user
     assert NO_PREVIOUS_MEMORY == "No previous memory"
     assert "<memory> No previous memory </memory>" in user
     assert "<memory></memory>" not in user and "<memory>  </memory>" not in user
@@ -78,7 +74,7 @@ def test_a3_no_previous_memory_literal() -> None:
 
 def test_a4_all_tags_present() -> None:
     chunk = read_chunk_file(CARD_CHUNKS)[1]
-    user = PromptBuilder.from_file().build(CARD_QUESTION, chunk.text, CARD_MEMORY).user
+    user = load_prompt_builder().build(CARD_QUESTION, chunk.text, CARD_MEMORY).user
     for tag in ("problem", "memory", "section"):
         assert user.count(f"<{tag}>") == 1, tag
         assert user.count(f"</{tag}>") == 1, tag
@@ -93,7 +89,7 @@ def test_a5_role_labels_rendered() -> None:
         "[User] text of user\n\n[Assistant] text of assistant\n\n"
         "[ToolResult] text of tool_result\n\n[System] text of system"
     )
-    user = PromptBuilder.from_file().build("q", text, None).user
+    user = load_prompt_builder().build("q", text, None).user
     for label in ("[User] ", "[Assistant] ", "[ToolResult] ", "[System] "):
         assert user.count(label) == 1
 
@@ -101,7 +97,7 @@ def test_a5_role_labels_rendered() -> None:
 def test_a6_over_budget_errors() -> None:
     section = " ".join(["token"] * 20000)
     with pytest.raises(BudgetError) as e:
-        PromptBuilder.from_file().build(CARD_QUESTION, section, None)
+        load_prompt_builder().build(CARD_QUESTION, section, None)
     assert e.value.component == "section"
     assert "section" in str(e.value)
     assert e.value.tokens >= 20000
@@ -119,7 +115,7 @@ def test_a6_over_budget_errors() -> None:
 def test_over_budget_names_component(component: str, kwargs: dict, budget: Budget) -> None:
     args = {"question": "q", "section": "s", "memory": None, "max_tokens": None} | kwargs
     with pytest.raises(BudgetError) as e:
-        PromptBuilder.from_file(budget=budget).build(**args)
+        load_prompt_builder(budget=budget).build(**args)
     assert e.value.component == component
     assert component in str(e.value)
 
@@ -127,7 +123,7 @@ def test_over_budget_names_component(component: str, kwargs: dict, budget: Budge
 def test_a7_budget_headroom() -> None:
     """Every chunk of every bundled corpus, at its worst-case memory (the full
     1024-token memory budget), fits under 32768 minus the 2048 response budget."""
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     worst_memory = "m " * 1000
     files = sorted(FIXTURES_DIR.glob("demo/chunks/*.jsonl")) + [CARD_CHUNKS]
     n = 0
@@ -140,7 +136,7 @@ def test_a7_budget_headroom() -> None:
 
 
 def test_single_pass_substitution() -> None:
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     user = builder.build("What is {chunk}?", "[User] see {memory} and {prompt}", "mem {chunk}").user
     assert "<problem> What is {chunk}? </problem>" in user
     assert "<memory> mem {chunk} </memory>" in user
@@ -154,7 +150,7 @@ def test_single_pass_substitution() -> None:
     memory=st.one_of(st.none(), st.text(max_size=40)),
 )
 def test_split_prefix_memory_suffix_equals_build(question, section, memory) -> None:
-    builder = PromptBuilder.from_file(budget=Budget(question=10**6, memory=10**6, section=10**6))
+    builder = load_prompt_builder(budget=Budget(question=10**6, memory=10**6, section=10**6))
     prefix, suffix = builder.split(question, section)
     user = builder.build(question, section, memory).user
     shown = NO_PREVIOUS_MEMORY if memory is None else memory
@@ -162,8 +158,8 @@ def test_split_prefix_memory_suffix_equals_build(question, section, memory) -> N
 
 
 def test_system_message_absent_by_default_and_configurable() -> None:
-    assert PromptBuilder.from_file().build("q", "s", None).messages()[0]["role"] == "user"
-    msgs = PromptBuilder.from_file(system="You are careful.").build("q", "s", None).messages()
+    assert load_prompt_builder().build("q", "s", None).messages()[0]["role"] == "user"
+    msgs = load_prompt_builder(system="You are careful.").build("q", "s", None).messages()
     assert msgs == [
         {"role": "system", "content": "You are careful."},
         {"role": "user", "content": msgs[1]["content"]},

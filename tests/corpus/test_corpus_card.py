@@ -17,16 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from grumem.core.template import DEFAULT_TEMPLATE
 from grumem.corpus.card import CARD, card_text
 from grumem.corpus.parquet import PARQUET_SCHEMA
 from grumem.errors import GrumemError
 from grumem.io.jsonl import sha256_file
+from grumem.io.template_files import DEFAULT_TEMPLATE
 from grumem.stages.export import SUMMARY, TURNS, export
 from support.export import FILES, FIXTURE, calibrate, inputs
-from support.workflow import REPO
+from support.verl_venv import VERL_PYTHON
 
-VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 CHECK = Path(__file__).parents[1] / "support" / "card_check.py"
 
 
@@ -146,6 +145,7 @@ def test_an_undescribed_column_is_an_error(corpus: Path) -> None:
         card_text(summary, wider, {}, {}, None)
 
 
+@pytest.mark.verl
 def test_datasets_loads_the_corpus_directory(corpus: Path, tmp_path: Path) -> None:
     """What a `datasets` user and the Hub do with the directory: its card's configs."""
     assert VERL_PYTHON.exists(), (

@@ -23,8 +23,8 @@ import pytest
 
 import grumem
 from grumem.core.gate_parser import parse_gate_response
-from grumem.core.template import PromptBuilder
-from grumem.io.jsonl import sha256_bytes
+from grumem.core.json_text import sha256_bytes
+from grumem.io.template_files import load_prompt_builder
 from support.checkout import FIXTURES_DIR
 from support.draws import draw_tokens, fault_for
 from support.fake_server import FakeServerError, check_host
@@ -68,7 +68,7 @@ def content_of(data: bytes) -> str:
 
 
 def gate_prompt(section: str, memory: str | None = None) -> bytes:
-    user = PromptBuilder.from_file().build("Which errors were fixed?", section, memory).user
+    user = load_prompt_builder().build("Which errors were fixed?", section, memory).user
     return chat(user)
 
 
@@ -163,7 +163,7 @@ def test_a_seed_rule_answers_only_its_seed(module_fake_server):
     a rule with `seed` answers only that seed, the rules after it every other."""
     strict = {"match": ".", "seed": 1, "gate": {"check_if": "traceback"}}
     server = module_fake_server.use({"replies": [strict, {"match": ".", "gate": GATE}]})
-    user = PromptBuilder.from_file().build("Which errors?", "[Assistant] fixed it", None).user
+    user = load_prompt_builder().build("Which errors?", "[Assistant] fixed it", None).user
 
     def update_gate(**extra: Any) -> bool:
         return parse_gate_response(content_of(post(server, chat(user, **extra))[2])).update_gate
@@ -698,7 +698,7 @@ def test_loopback_hosts_are_accepted():
 
 
 def test_misbehaving_shapes_as_seen_on_the_wire(module_fake_server):
-    """Each scripted misbehaviour (issue 17), for the requests its `match` finds."""
+    """Each scripted misbehaviour, for the requests its `match` finds."""
     server = module_fake_server.use(
         {
             "model": "m",
@@ -793,10 +793,11 @@ def imported_modules(package: Path) -> dict[str, set[str]]:
 
 def test_the_product_imports_neither_test_support_nor_aiohttp():
     """tests/support is not shipped: a product module importing it would fail in a
-    plain `pip install grumem`. aiohttp is the client's transport: only
-    grumem.llm.transport, which sends requests and reads bodies through it, imports it."""
+    plain `pip install grumem`. aiohttp is the client's transport and the calibration
+    page's server: only grumem.llm.transport (requests and bodies) and
+    grumem.tools.calibrate_serve (the page) import it."""
     package = Path(grumem.__file__).parent
-    allowed = {"llm/transport.py": {"aiohttp"}}
+    allowed = {"llm/transport.py": {"aiohttp"}, "tools/calibrate_serve.py": {"aiohttp"}}
     offenders = {
         module: sorted((names & {"support", "aiohttp"}) - allowed.get(module, set()))
         for module, names in imported_modules(package).items()

@@ -1,4 +1,4 @@
-"""JSON (and YAML) nested deeper than grumem.io.jsonl.MAX_JSON_DEPTH: every reader refuses
+"""JSON (and YAML) nested deeper than grumem.core.json_text.MAX_JSON_DEPTH: every reader refuses
 it with one line naming the file, the line (or row) and the depth, before any parser
 recurses that deep; at or below the limit every reader behaves as it does on any input.
 
@@ -23,26 +23,24 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from grumem.config.settings import connection_from_json, load_queries, load_yaml, settings_from_json
+from grumem.config.settings import (
+    connection_from_json,
+    load_queries,
+    load_yaml,
+    settings_from_args,
+    settings_from_json,
+)
+from grumem.core.json_text import MAX_JSON_DEPTH, dumps, loads, sha256_text, text_depth, value_depth
 from grumem.core.recording import chat_content
-from grumem.corpus.calibration_gate import read_kappa
+from grumem.corpus.kappa_gate import read_kappa
 from grumem.corpus.log_reader import LogReader
 from grumem.errors import GrumemError, NestingError
 from grumem.io.chunk_files import manifest_chunks, read_chunk_file
-from grumem.io.jsonl import (
-    MAX_JSON_DEPTH,
-    dumps,
-    loads,
-    read_jsonl,
-    sha256_text,
-    text_depth,
-    value_depth,
-)
+from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
+from grumem.io.session_index import session_index
+from grumem.llm.answers import SERVER_ERROR_CHARS, is_answer, response_model, server_error_text
 from grumem.llm.cache import ResponseCache
-from grumem.llm.client import SERVER_ERROR_CHARS, is_answer, response_model, server_error_text
-from grumem.stages.judge import settings_from_args as judge_settings
-from grumem.stages.sessions import session_index
 from grumem.transcripts import FORMATS, read_transcript
 from grumem.transcripts.base import tool_call_text_from_json
 from support.checkout import FIXTURES_DIR
@@ -503,7 +501,7 @@ def test_the_judge_settings_name_the_flag(tmp_path: Path) -> None:
     settings = '{"labels": {"path": "x"}, "llm": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}"
     args = argparse.Namespace(settings=settings, connection=None, config=None, project="p")
     with pytest.raises(GrumemError) as e:
-        judge_settings(args)
+        settings_from_args(args, labels_of=args.project)
     assert str(e.value).startswith("--settings: bad JSON: JSON nested 100002 deep")
 
 

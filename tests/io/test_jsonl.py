@@ -1,4 +1,4 @@
-"""records.py: schema validation is strict about integers, and text that is not valid
+"""grumem.io.jsonl: schema validation is strict about integers, and text that is not valid
 Unicode (a lone UTF-16 surrogate) is an error naming file, line and field."""
 
 from __future__ import annotations
@@ -14,17 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.config.settings import load_config, validate_config
+from grumem.core.json_text import sha256_text
 from grumem.errors import GrumemError, RecordError
 from grumem.io.chunk_files import read_chunk_file
 from grumem.io.jsonl import (
     compile_fast,
-    dumps,
-    dumps_bytes,
-    loads,
     read_jsonl,
     read_jsonl_fast,
     schema,
-    sha256_text,
     strict_validator_class,
     validate,
     write_jsonl,
@@ -223,41 +220,8 @@ def test_missing_file_or_directory_is_a_record_error(tmp_path: Path, reader) -> 
         list(reader(tmp_path))
 
 
-# JSON values as records hold them: every float (tiny, huge, NaN, infinity),
-# every character (control characters, lone surrogates), integers past 64 bits
-_JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12,
-)
-
-
-@given(_JSON_VALUES)
-@settings(max_examples=400)
-def test_dumps_bytes_equals_the_stdlib_serialisation(value: Any) -> None:
-    """orjson writes records (issue 15); every written file keeps the bytes json.dumps gave."""
-    try:
-        expected = dumps(value).encode("utf-8")
-    except UnicodeEncodeError:
-        with pytest.raises(UnicodeEncodeError):
-            dumps_bytes(value)
-        return
-    assert dumps_bytes(value) == expected
-
-
-@given(_JSON_VALUES)
-@settings(max_examples=400)
-def test_loads_equals_the_stdlib_parse(value: Any) -> None:
-    text = json.dumps(value)  # ASCII: lone surrogates as \ud800 escapes
-    assert json.dumps(loads(text)) == json.dumps(json.loads(text))
-
-
 def test_schemas_read_by_libyaml_equal_the_pure_python_reading() -> None:
-    """schema() reads with libyaml's CSafeLoader (issue 15): the same schemas as SafeLoader."""
+    """schema() reads with libyaml's CSafeLoader: the same schemas as SafeLoader."""
     import yaml
 
     from grumem.io.jsonl import SCHEMA_LOADER

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from grumem.core.json_text import dumps
 from grumem.errors import RecordError
-from grumem.io.jsonl import _validator, dumps, fast_validator, read_jsonl, read_jsonl_fast
+from grumem.io.jsonl import _validator, fast_validator, read_jsonl, read_jsonl_fast
 from grumem.io.labels import load_labels
 from support.checkout import FIXTURES_DIR
 

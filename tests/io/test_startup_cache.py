@@ -1,4 +1,4 @@
-"""grumem.io.startup_cache: compiled validators kept across jobs, never stale (issue 15)."""
+"""grumem.io.startup_cache: compiled validators kept across jobs, never stale."""
 
 from __future__ import annotations
 

@@ -20,11 +20,11 @@ import pytest
 
 from grumem.config.settings import load_queries
 from grumem.core.gate_parser import parse_gate_response
-from grumem.core.template import PromptBuilder
+from grumem.core.grammar import fitting_text_chars, grammar_fields
 from grumem.errors import LocalServerError
 from grumem.io.chunk_files import read_chunk_file
+from grumem.io.template_files import load_prompt_builder
 from grumem.llm.client import LLMClient
-from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.local_server import LocalServer, find_gguf
 from grumem.llm.request import build_body
 from support.checkout import FIXTURES_DIR
@@ -64,7 +64,7 @@ def test_real_prompts_with_grammar_parse(tmp_path):
     chunk_file = sorted((FIXTURES_DIR / "demo" / "chunks").glob("*.jsonl"))[0]
     chunks = read_chunk_file(chunk_file)[:2]
     question = load_queries(FIXTURES_DIR / "demo" / "queries.yaml")[0]["question"]
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
 
     async def ask(base_url: str, model: str) -> list[str]:
         answers, memory = [], None

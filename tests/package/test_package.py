@@ -320,3 +320,15 @@ def test_workflow_as_a_module_of_another_builds_the_pinned_corpus(
     assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
     # the jobs' logs are where this workflow's rules put them
     assert (tmp_path / "logs" / "kappa" / "demo.log").is_file()
+
+
+def test_installed_grumem_is_marked_typed(installed: Path, elsewhere: Path) -> None:
+    """PEP 561: py.typed ships, so a type checker reads grumem's annotations."""
+    code = (
+        "import importlib.resources as r; print(r.files('grumem').joinpath('py.typed').is_file())"
+    )
+    out = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", code],
+        capture_output=True, text=True, cwd=elsewhere, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert out == "True"

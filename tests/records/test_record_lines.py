@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grumem.core.json_text import dumps
 from grumem.corpus.trajectory import check_trajectory, record_bytes
 from grumem.errors import GrumemError, RecordError
-from grumem.io.jsonl import dumps, read_jsonl, write_jsonl
+from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.io.typed import (
     checked_document,
     decode_line,

@@ -20,15 +20,18 @@ from typing import Any
 
 import msgspec
 import msgspec.inspect as mi
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from grumem.core.json_text import dumps
 from grumem.errors import RecordShapeError
-from grumem.io.jsonl import dumps, schema, validate
+from grumem.io.jsonl import schema, validate
 from grumem.io.paths import SCHEMAS_DIR
 from grumem.records import SCHEMAS, schema_name
 from grumem.records.base import Record, decoder
 from grumem.records.log import LogLine
+from grumem.records.session_row import SessionRow
 from grumem.records.trajectory import Trajectory
 from support.checkout import FIXTURES_DIR
 from support.schema_data import from_schema
@@ -506,7 +509,7 @@ def test_a_real_export_round_trips(tmp_path: Path):
         "kappa",
         *("--labels", str(fx / "labels.jsonl"), "--calibration", str(fx / "calibration.jsonl")),
         *("--queries", str(fx / "queries.yaml"), "--chunks", str(fx / "chunks.jsonl")),
-        *("--min-calibration", "10", "--out", str(kappa)),
+        *("--settings", '{"export": {"min_calibration": 10}}', "--out", str(kappa)),
     )
     out = tmp_path / "corpus"
     grumem(
@@ -574,6 +577,10 @@ def test_every_file_a_run_writes_round_trips(tmp_path: Path, fake_server) -> Non
             for i, line in enumerate(data.splitlines(), start=1):
                 assert decoder(kind).decode(line).encode() == line, f"{path}:{i}"
                 counts[name] += 1
+    for path in sorted(results.glob("*/corpus/sessions.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            assert SessionRow.convert(row).to_dict() == row, path
+            counts["session-row"] += 1
     # every kind met, but the judge's failures: it labelled every pair
-    assert [n for n, c in counts.items() if c == 0] == ["unjudged"]
+    assert [n for n, c in counts.items() if c == 0] == ["session-row", "unjudged"]
     assert (results / "demo/unjudged.jsonl").read_bytes() == b""

@@ -22,10 +22,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grumem.cli import build_parser, main
-from grumem.core.template import DEFAULT_TEMPLATE, fill, load_template, memory_text
+from grumem.core.chunk_text import render_records
+from grumem.core.json_text import dumps, sha256_text
+from grumem.core.template import fill, memory_text
 from grumem.errors import RecordError
-from grumem.io.chunk_files import render_records
-from grumem.io.jsonl import dumps, read_jsonl, sha256_text
+from grumem.io.jsonl import read_jsonl
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 from grumem.report.viewer import (
     DEFAULT_MAX_TRAJECTORIES,
     MAX_BYTES,

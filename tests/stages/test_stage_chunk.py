@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from grumem.cli import TRANSCRIPT_FORMATS
-from grumem.core.tokens import count_tokens
+from grumem.core.chunk_text import render_records
 from grumem.core.units import unit_name
 from grumem.errors import RecordError
-from grumem.io.chunk_files import expand_chunk_paths, read_chunk_file, render_records
+from grumem.io.chunk_files import expand_chunk_paths, read_chunk_file
 from grumem.io.jsonl import validate
+from grumem.io.tokenizer import cl100k_tokens
 from support.transcripts import ALL, CLAUDE, OPENAI, RECORDS, SID, T, sessions_of
+
+TOKENS = cl100k_tokens()
 
 # ------------------------------------------------------------------ the CLI
 
@@ -63,7 +66,7 @@ def test_cli_chunks_every_sample_within_budget_deterministically(tmp_path: Path)
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
         chunks = read_chunk_file(tmp_path / "a" / name)  # schema, session, indices 0..n-1
         assert chunks[0].session == name.removesuffix(".jsonl")
-        assert all(count_tokens(render_records(c.records)) <= budget for c in chunks)
+        assert all(TOKENS.count(render_records(c.records)) <= budget for c in chunks)
 
     # the main Claude session: 12 records, one split in two parts, put back together exactly
     main = read_chunk_file(tmp_path / "a" / f"{SID}.jsonl")
@@ -110,7 +113,7 @@ def test_cli_errors_name_file_and_line(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ one job per shard
-# (issue 16): --units-under gives each transcript its own directory, as the workflow
+# --units-under gives each transcript its own directory, as the workflow
 
 
 def test_units_layout_writes_the_same_files_one_directory_per_transcript(tmp_path: Path) -> None:
@@ -145,7 +148,7 @@ def test_units_layout_writes_the_same_files_one_directory_per_transcript(tmp_pat
 
 
 def test_a_manifest_stands_for_the_chunk_files_of_its_directories(tmp_path: Path) -> None:
-    """The later stages take a shard's manifest, not its paths (issue 16): it reads
+    """The later stages take a shard's manifest, not its paths: it reads
     as the transcripts' directories would, in the manifest's order."""
     root, manifest = tmp_path / "chunks", tmp_path / "chunked" / "s000.json"
     args = ("--budget", "120", "--units-under", str(root), "--manifest", str(manifest))
@@ -196,7 +199,6 @@ def test_units_layout_errors_name_the_files_and_write_no_manifest(tmp_path: Path
 
 
 # ------------------------------------------------------------------ bad input: one-line errors
-# (issue 17, items 9 and 12)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:

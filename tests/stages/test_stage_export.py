@@ -1,4 +1,5 @@
-"""Card 004 (M5.3), the corpus export: a1-a8 under the card's names, plus the issue's extras.
+"""Card 004 (M5.3), the corpus export: a1-a8 under the card's names, then refusals,
+bad inputs and bytes, inputs left as they were, and rewards only from what was recorded.
 
 The fixture is fixtures/export/ (see its README for the hand count the
 assertions below repeat).
@@ -16,13 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grumem.core.template import PromptBuilder
+from grumem.core.chunk_text import render_records
+from grumem.core.json_text import dumps, sha256_text
 from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
-from grumem.io.chunk_files import render_records
-from grumem.io.jsonl import dumps, read_jsonl, sha256_file, sha256_text, validate
+from grumem.io.jsonl import read_jsonl, sha256_file, validate
+from grumem.io.template_files import load_prompt_builder
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
-from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log
+from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log, verl_rows
 
 T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3
 
@@ -147,7 +149,7 @@ def test_a5_prompt_is_recorded_bytes(work: Path) -> None:
     chunks = {}
     for rec in read_jsonl(work / "chunks.jsonl", "chunk"):
         chunks[rec["session"], rec["index"] + 1] = render_records(rec["records"])
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     questions = {
         "q1": "Which namespace do the metrics pods run in?",
         "q2": "Which database migration failed, and why?",
@@ -220,10 +222,8 @@ def test_a7_refuses_without_calibration(work: Path) -> None:
             str(work / "labels.jsonl"),
             "--kappa",
             str(work / "kappa.json"),
-            "--min-kappa",
-            "0.6",
-            "--data-source",
-            "demo",
+            "--settings",
+            '{"export": {"min_kappa": 0.6, "data_source": "demo"}}',
             "--out-dir",
             str(out),
         ],
@@ -284,7 +284,7 @@ def test_a8_summary_counts(work: Path) -> None:
     assert summary["inputs"]["t_last_evidence_over"] == "recorded turns"
 
 
-# ---------------------------------------------------------------- the issue's extras
+# ------------------------------------------- refusals, bad inputs, deterministic bytes
 
 
 def test_advantages_of_a_real_group(work: Path) -> None:
@@ -326,10 +326,8 @@ def test_cli_prints_summary(work: Path) -> None:
             str(work / "labels.jsonl"),
             "--kappa",
             str(work / "kappa.json"),
-            "--min-kappa",
-            "0.6",
-            "--data-source",
-            "demo",
+            "--settings",
+            '{"export": {"min_kappa": 0.6, "data_source": "demo"}}',
             "--out-dir",
             str(work / "corpus"),
         ],
@@ -561,7 +559,7 @@ def test_no_trainable_turns_is_an_error(work: Path) -> None:
     assert_nothing_written(work / "corpus")
 
 
-# ---------------------------------------------------------------- issue 11
+# ---------------------------------------------------------------- a refused export writes nothing
 
 
 def _sha256(path: Path) -> str:
@@ -629,7 +627,7 @@ def _break(work: Path, how: str):
     ],
 )
 def test_refused_export_never_writes_its_inputs(work: Path, how: str, capsys) -> None:
-    """11.1: `grumem export` refuses or fails; every input keeps its bytes (the
+    """`grumem export` refuses or fails; every input keeps its bytes (the
     error goes to stderr only) and the corrected rerun succeeds."""
     from grumem.cli import main
 
@@ -649,21 +647,22 @@ def test_refused_export_never_writes_its_inputs(work: Path, how: str, capsys) ->
         "--out-dir",
         str(work / "corpus"),
     ]
-    min_kappa = ["--min-kappa", "0.8" if how == "kappa below min_kappa" else "0.6"]
-    assert main([*args, *min_kappa]) == 1
+    min_kappa = 0.8 if how == "kappa below min_kappa" else 0.6
+    settings = ["--settings", json.dumps({"export": {"min_kappa": min_kappa}})]
+    assert main([*args, *settings]) == 1
     assert "grumem export: error:" in capsys.readouterr().err
     assert {p.name: _sha256(p) for p in inputs if p.exists()} == before
     assert sorted(p for p in work.iterdir() if p.is_file()) == inputs  # nothing new beside them
     assert_nothing_written(work / "corpus")
     if fix is not None:
         fix()
-    assert main([*args, "--min-kappa", "0.6"]) == 0
+    assert main([*args, "--settings", '{"export": {"min_kappa": 0.6}}']) == 0
     assert (work / "corpus" / SUMMARY).exists()
 
 
 @pytest.mark.parametrize("command", ["responses", "judge"])
 def test_progress_log_cannot_be_an_input(tmp_path: Path, command: str, capsys) -> None:
-    """11.1: `--log` is a progress log only; naming an input there is refused
+    """`--log` is a progress log only; naming an input there is refused
     before anything runs, and the input keeps its bytes."""
     from grumem.cli import main
 
@@ -685,8 +684,8 @@ def test_progress_log_cannot_be_an_input(tmp_path: Path, command: str, capsys) -
 
 
 def test_min_kappa_cannot_switch_the_gate_off(work: Path) -> None:
-    """11.6: export.min_kappa has a minimum of 0 in the schema, and the export
-    refuses a negative threshold given on the command line."""
+    """export.min_kappa has a minimum of 0 in the schema, and the export refuses a
+    negative threshold passed to it."""
     from grumem.config.settings import validate_config
 
     project = {"p": {"chunks": "c/*.jsonl", "queries": "q.yaml"}}
@@ -712,9 +711,9 @@ def _by_id(out: Path) -> dict[str, dict]:
 
 
 def test_aborted_trajectory_has_no_r_exit(work: Path) -> None:
-    """11.2: T5 was stopped by the budget at t=3 with no recorded end: where the
-    loop stopped is no decision of the model, so r_exit is null with its reason
-    (it scored −0.5 late as if it had exited at t=2). Counted apart."""
+    """T5 was stopped by the budget at t=3 with no recorded end: where the loop
+    stopped is no decision of the model, so r_exit is null with its reason (not
+    −0.5 late, as if it had exited at t=2). Counted apart."""
     summary = export(inputs(work))
     t5 = _by_id(work / "corpus")["demo/q2/s-beta/0"]
     assert t5["aborted"]["reason"] == "budget"
@@ -727,8 +726,8 @@ def test_aborted_trajectory_has_no_r_exit(work: Path) -> None:
 
 
 def test_l2_server_failure_before_evidence_has_no_r_exit(work: Path) -> None:
-    """11.2: an L2 trajectory whose request failed at t=2, before its evidence at
-    t=5. With the whole session's chunks it scored −0.75 early; it never exited."""
+    """An L2 trajectory whose request failed at t=2, before its evidence at t=5: it
+    never exited, so no r_exit (not −0.75 early, with the whole session's chunks)."""
     log = log_lines(work)
     t6_abort = next(r for r in log if r["trajectory_id"] == "demo/q1/s-gamma/0")
     t3 = [r for r in log if r["trajectory_id"] == "demo/q1/s-beta/1"]
@@ -757,7 +756,7 @@ def test_l2_server_failure_before_evidence_has_no_r_exit(work: Path) -> None:
 
 
 def test_ran_out_of_chunks_keeps_the_last_turn(work: Path) -> None:
-    """11.2: no `end` recorded, not aborted: t_exit is the last chunk (today's rule)."""
+    """No `end` recorded, not aborted: t_exit is the last chunk."""
 
     def no_end(i, rec):
         if rec["trajectory_id"] == "demo/q1/s-alpha/0" and rec["exit_gate"]:
@@ -780,8 +779,8 @@ def _exported(work: Path) -> Path:
 
 
 def test_no_parsed_turn_has_no_r_exit(work: Path) -> None:
-    """17.19: no turn of T1 parsed, so no exit gate was recorded at all; its
-    r_exit was derived from the last turn as if the model had decided to stop."""
+    """No turn of T1 parsed, so no exit gate was recorded at all: no r_exit (not one
+    derived from the last turn, as if the model had decided to stop)."""
     nulls = dict.fromkeys(("update_gate", "exit_gate", "candidate", "think"))
 
     def unparsed(i, rec):
@@ -818,13 +817,13 @@ def _edit_body(rec: dict, old: str, new: str) -> dict:
         (lambda r: {**r, "content": r["content"].replace("yes", "no", 1)}, "content"),
         # one byte of the body (its sha256 no longer matches)
         (lambda r: _edit_body(r, "Turn 5", "Turn 6"), "response.sha256"),
-        # a byte turned into U+FFFD: the check used to be skipped for such bodies
+        # a byte turned into U+FFFD: the check covers such bodies too
         (lambda r: _edit_body(r, "Turn 5", "Turn \ufffd"), "response.sha256"),
     ],
     ids=["content", "body byte", "body U+FFFD"],
 )
 def test_exported_text_comes_from_the_recording(work: Path, edit, field) -> None:
-    """11.4: each turn's text is the sha-checked recorded body's; an edited log
+    """Each turn's text is the sha-checked recorded body's; an edited log
     fails naming its line."""
     rewrite_log(work, lambda i, r: edit(r) if i == 9 else r)
     with pytest.raises(RecordError) as e:
@@ -835,7 +834,7 @@ def test_exported_text_comes_from_the_recording(work: Path, edit, field) -> None
 
 
 def test_reask_makes_r_format_zero(work: Path) -> None:
-    """11.5: T1 t=2 parsed on its second ask; the first ask's malformed answer
+    """T1 t=2 parsed on its second ask; the first ask's malformed answer
     stays under its turn and makes r_format 0."""
     log = log_lines(work)
     t2_alpha = log[1]
@@ -879,14 +878,14 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
 def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) -> None:
     """The columnar sink cuts a row group at the row that reaches ROW_GROUP_ROWS or
     ROW_GROUP_BYTES (mid-trajectory too), and the file holds exactly the rows
-    parquet_rows gives, in order."""
+    verl_rows gives, in order."""
     from grumem.corpus import parquet
 
     monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
     export(inputs(work))
     rows, sizes = [], []
     for record in trajectories(work / "corpus"):
-        for row, size in parquet.parquet_rows("grumem", "memory_gating", record, len(rows)):
+        for row, size in verl_rows("grumem", "memory_gating", record, len(rows)):
             rows.append(row)
             sizes.append(size)
     expected_groups, n, b = [], 0, 0

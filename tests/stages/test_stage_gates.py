@@ -8,7 +8,8 @@ import base64
 import pytest
 
 from grumem.errors import RecordError
-from grumem.llm.client import _attempt_record, _Outcome
+from grumem.io.template_files import load_prompt_builder
+from grumem.llm.attempt import Outcome, attempt_record
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
 
@@ -18,8 +19,9 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     `response` (then an abort, as the loop records a failed request)."""
     import json
 
-    from grumem.core.template import PromptBuilder, memory_text
-    from grumem.io.jsonl import dumps, sha256_text, write_jsonl
+    from grumem.core.json_text import dumps, sha256_text
+    from grumem.core.template import memory_text
+    from grumem.io.jsonl import write_jsonl
     from grumem.stages.prompts import plan
 
     chunks = tmp_path / "s.jsonl"
@@ -28,7 +30,7 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
         + "\n",
         encoding="utf-8",
     )
-    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], PromptBuilder.from_file(), 1)
+    [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], load_prompt_builder(), 1)
     prompts = tmp_path / "prompts.jsonl"
     write_jsonl(prompts, [p], "prompt")
     user = p["prefix"] + memory_text(None) + p["suffix"]
@@ -66,11 +68,12 @@ def _edit_b64(attempt: dict) -> dict:
     ids=["utf-8 error body", "body not utf-8"],
 )
 def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw, edit) -> None:
-    """11.4: the `gates` stage checked the sha256 of 200 answers only, and a body
-    that is not UTF-8 could not be checked at all; now every body is checked."""
+    """The `gates` stage checks the sha256 of every recorded body, an error body and a
+    body that is not UTF-8 (kept as body_b64) too: an edited one fails naming file,
+    line and field."""
     from grumem.stages.gates import regate
 
-    attempt = _attempt_record(1, _Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
+    attempt = attempt_record(1, Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
     prompts, responses = _one_turn_recording(tmp_path, attempt)
     [gate] = list(regate(prompts, responses))
     assert gate["parsed"] is False and gate["parse_error"]["tag"] == "response"

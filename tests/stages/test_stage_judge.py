@@ -1,4 +1,4 @@
-"""The LLM judge (issue 8): the judge prompt's golden file, judging every (query, chunk)
+"""The LLM judge: the judge prompt's golden file, judging every (query, chunk)
 once against the fake server over real HTTP, replay byte for byte, unparsed and failed
 judgements listed and never guessed, κ against the demo's calibration, merging shard
 outputs, and the calibration sample. One slow test runs the embedded real model."""
@@ -19,8 +19,11 @@ import pytest
 import yaml
 from conftest import start_fake_server
 
-from grumem.config.settings import load_queries
-from grumem.core.calibration import allocate, draw_sample, finalize, write_sample
+from grumem.config.settings import load_queries, settings_from_args
+from grumem.core.chunk_text import distinct_chunks
+from grumem.core.grammar import JUDGE_GRAMMAR, gbnf
+from grumem.core.json_text import sha256_bytes, sha256_text
+from grumem.core.judge_counts import format_judge_counts
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import stored_body
 from grumem.errors import (
@@ -31,22 +34,19 @@ from grumem.errors import (
     ReplayMiss,
     TemplateError,
 )
-from grumem.io.chunk_files import read_chunk_file
-from grumem.io.jsonl import read_jsonl, sha256_bytes, sha256_text
+from grumem.io.chunk_files import iter_sessions, read_chunk_file
+from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
 from grumem.llm.cache import ResponseCache
-from grumem.llm.grammar import JUDGE_GRAMMAR, gbnf
 from grumem.stages.judge import (
     JudgeSettings,
-    distinct_chunks,
-    format_summary,
     judge_prompt,
     load_judge_template,
     run,
-    settings_from_args,
     think_chars,
 )
 from grumem.stages.kappa import run_kappa
+from grumem.tools.calibrate import draw_sample, finalize, write_sample
 from support.checkout import FIXTURES_DIR, REPO_ROOT
 
 DEMO = FIXTURES_DIR / "demo"
@@ -85,7 +85,7 @@ def make_settings(
         "labels": {"source": "judge", "judge": {"model": "fake-judge", **(judge or {})}},
     }
     args = argparse.Namespace(settings=json.dumps(data), config=None, project="demo")
-    return settings_from_args(args)
+    return settings_from_args(args, labels_of=args.project)
 
 
 def demo_chunks_with_a_shared_session(workdir: Path) -> Path:
@@ -102,7 +102,7 @@ def demo_chunks_with_a_shared_session(workdir: Path) -> Path:
 
 
 def all_pairs(chunks: Path) -> set[tuple[str, str]]:
-    shas = {c.sha for c in distinct_chunks([chunks])}
+    shas = {c.sha for c in distinct_chunks(iter_sessions([chunks]))}
     return {(q["id"], sha) for q in load_queries(QUERIES) for sha in shas}
 
 
@@ -177,16 +177,16 @@ def test_judge_settings_override_the_llm_section(tmp_path):
 def test_settings_errors_name_the_field(tmp_path):
     args = argparse.Namespace(settings=json.dumps({"llm": {}}), config=None, project="demo")
     with pytest.raises(RecordError, match="labels"):
-        settings_from_args(args)
+        settings_from_args(args, labels_of=args.project)
     bad = {"llm": {}, "labels": {"source": "judge", "judge": {"temperature": -1}}}
     args = argparse.Namespace(settings=json.dumps(bad), config=None, project="demo")
     with pytest.raises(RecordError, match=r"projects\.demo\.labels\.judge\.temperature"):
-        settings_from_args(args)
+        settings_from_args(args, labels_of=args.project)
     args = argparse.Namespace(settings=None, config=str(REPO_ROOT / "config.yaml"), project="x")
     with pytest.raises(GrumemError, match="no project 'x'"):
-        settings_from_args(args)
+        settings_from_args(args, labels_of=args.project)
     args.project = "demo"
-    assert settings_from_args(args)["labels"]["judge"]["max_tokens"] == 256
+    assert settings_from_args(args, labels_of=args.project)["labels"]["judge"]["max_tokens"] == 256
 
 
 # --- judging the demo against the fake server ----------------------------------------------
@@ -300,7 +300,7 @@ def test_kappa_against_the_demo_calibration(judged, tmp_path):
 def test_a_parse_failure_is_listed_and_never_labelled(module_fake_server, tmp_path):
     chunks = DEMO / "chunks"
     marker = "Every object failed with `namespaces"
-    target = [c for c in distinct_chunks([chunks]) if marker in c.text]
+    target = [c for c in distinct_chunks(iter_sessions([chunks])) if marker in c.text]
     assert len(target) == 1
     script = judge_script()
     # one pair (errors-and-fixes x that chunk) gets prose instead of the tag format
@@ -326,7 +326,7 @@ def test_a_parse_failure_is_listed_and_never_labelled(module_fake_server, tmp_pa
     labelled = {(r["query_id"], r["chunk_sha"]) for r in read_jsonl(out, "label")}
     assert ("errors-and-fixes", target[0].sha) not in labelled
     assert ("environment", target[0].sha) in labelled
-    text = format_summary(stats, str(out), str(side))
+    text = format_judge_counts(stats, str(out), str(side))
     assert "71/72 pairs labelled" in text and "unparsed 1" in text
     assert "1 pair(s) have no label: the export will refuse to run" in text
 
@@ -444,13 +444,6 @@ def test_cli_shards_merge_to_the_whole_projects_labels(judged, tmp_path):
 # --- the calibration sample ------------------------------------------------------------------
 
 
-def test_allocate_gives_equal_shares_capped_by_size():
-    sizes = {("a", False): 30, ("a", True): 2, ("b", False): 10, ("b", True): 10}
-    assert allocate(sizes, 20) == {("a", False): 6, ("a", True): 2, ("b", False): 6, ("b", True): 6}
-    assert allocate(sizes, 1000) == sizes
-    assert sum(allocate(sizes, 7).values()) == 7
-
-
 def test_calibrate_sample_is_stratified_blind_and_deterministic(judged, tmp_path):
     labels, chunks = judged["work"] / "labels.jsonl", judged["chunks"]
     lines, stats = draw_sample(QUERIES, labels, [chunks], 24, seed=7)
@@ -462,7 +455,7 @@ def test_calibrate_sample_is_stratified_blind_and_deterministic(judged, tmp_path
     strata = Counter((x["query_id"], judge.get(x["query_id"], x["chunk_sha"])) for x in lines)
     assert len(strata) == 4 and all(n >= 4 for n in strata.values()), strata
     assert {k: v[0] for k, v in stats.strata.items()} == dict(strata)
-    texts = {c.sha: c for c in distinct_chunks([chunks])}
+    texts = {c.sha: c for c in distinct_chunks(iter_sessions([chunks]))}
     questions = {q["id"]: q["question"] for q in load_queries(QUERIES)}
     for x in lines:
         assert list(x) == [

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from grumem.core.json_text import dumps
 from grumem.errors import KappaError, RecordError
 from grumem.io.chunk_files import iter_sessions
-from grumem.io.jsonl import dumps, sha256_file, validate
+from grumem.io.jsonl import sha256_file, validate
 from grumem.stages.kappa import run_kappa
 from support.checkout import FIXTURES_DIR
 from support.kappa import kappa_2x2
@@ -55,8 +56,8 @@ def test_cli(tmp_path: Path) -> None:
         str(FIXTURE / "queries.yaml"),
         "--chunks",
         str(FIXTURE / "chunks.jsonl"),
-        "--min-calibration",
-        "20",
+        "--settings",
+        '{"export": {"min_calibration": 20}}',
         "--out",
         str(out),
     ]
@@ -65,7 +66,7 @@ def test_cli(tmp_path: Path) -> None:
     assert "kappa: 0.7547 over 26 pairs" in proc.stderr
     assert out.exists()
     out.unlink()
-    cmd[cmd.index("--min-calibration") + 1] = "27"
+    cmd[cmd.index("--settings") + 1] = '{"export": {"min_calibration": 27}}'
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "only 26 pair(s)" in proc.stderr and "min_calibration" in proc.stderr
@@ -106,7 +107,7 @@ def test_degenerate_file_writes_nothing(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ the calibration is independent
-# and of this project (issue 17, item 8)
+# and of this project
 
 
 def kappa_cli(tmp_path: Path, labels: Path, calibration: Path) -> subprocess.CompletedProcess:
@@ -117,7 +118,8 @@ def kappa_cli(tmp_path: Path, labels: Path, calibration: Path) -> subprocess.Com
 
 
 def test_invented_pairs_in_both_files_are_refused_naming_the_line(tmp_path: Path) -> None:
-    """30 invented chunk_sha pairs in both files gave κ 1.0 over n 30 on main."""
+    """30 invented chunk_sha pairs in both files would agree perfectly (κ 1.0 over n 30):
+    a pair of no chunk of the project is refused, naming its line."""
     invented = [("q1", f"{i:064x}") for i in range(30)]
     (tmp_path / "l.jsonl").write_text(label_lines(invented, "a", lambda i: i % 2 == 0))
     (tmp_path / "c.jsonl").write_text(label_lines(invented, "b", lambda i: i % 2 == 0))
@@ -158,7 +160,8 @@ def test_a_query_not_in_the_project_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_labels_file_as_its_own_calibration_is_refused(tmp_path: Path) -> None:
-    """`grumem kappa --labels L --calibration L` gave κ 1.0 on main."""
+    """`grumem kappa --labels L --calibration L` would agree with itself (κ 1.0): the
+    calibration's annotator may not be one of the labels'."""
     labels = FIXTURE / "labels.jsonl"
     proc = kappa_cli(tmp_path, labels, labels)
     assert proc.returncode == 1, proc.stdout
@@ -231,7 +234,7 @@ def test_missing_or_directory_inputs_are_one_line_errors(tmp_path: Path) -> None
 
 def test_the_kappa_rule_checks_the_calibration_against_the_project(tmp_path: Path) -> None:
     """The workflow's kappa job gets the project's queries and chunk files: invented
-    pairs in both labels and calibration (κ 1.0 on main) fail naming the line."""
+    pairs in both labels and calibration (which would give κ 1.0) fail naming the line."""
     from support.workflow import demo_project, snakemake, write_config
 
     demo_shas = {c.sha for _, cs in iter_sessions([DEMO / "chunks"]) for c in cs}

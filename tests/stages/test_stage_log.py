@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from grumem.core.json_text import dumps, sha256_text
 from grumem.core.loop import user_message
-from grumem.core.template import PromptBuilder
 from grumem.errors import RecordError
-from grumem.io.jsonl import dumps, sha256_text, write_jsonl
-from grumem.llm.client import _attempt_record, _Outcome
+from grumem.io.jsonl import write_jsonl
+from grumem.io.template_files import load_prompt_builder
+from grumem.llm.attempt import Outcome, attempt_record
 from grumem.stages.gates import regate
 from grumem.stages.log import join
 from grumem.stages.prompts import plan
@@ -34,7 +35,7 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
     ]
     chunks.write_text("".join(json.dumps(c) + "\n" for c in lines), encoding="utf-8")
     queries = [{"id": "q", "question": "What?"}]
-    prompts = list(plan("p", [str(chunks)], queries, PromptBuilder.from_file(), 1))
+    prompts = list(plan("p", [str(chunks)], queries, load_prompt_builder(), 1))
     memory, responses = None, []
     for (t, ask), content in ANSWERS.items():
         p = prompts[t - 1]
@@ -42,8 +43,8 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
             {"model": "m", "messages": [{"role": "user", "content": user_message(p, memory)}]}
         )
         answer = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
-        attempt = _attempt_record(
-            1, _Outcome(200, json.dumps(answer).encode(), None), 0.1, None, "http://127.0.0.1:9/v1"
+        attempt = attempt_record(
+            1, Outcome(200, json.dumps(answer).encode(), None), 0.1, None, "http://127.0.0.1:9/v1"
         )
         responses.append(
             {

@@ -5,8 +5,9 @@ project's session index."""
 from __future__ import annotations
 
 from grumem.config.settings import load_queries
-from grumem.core.template import PromptBuilder, memory_text
+from grumem.core.template import memory_text
 from grumem.io.chunk_files import iter_sessions
+from grumem.io.template_files import load_prompt_builder
 from grumem.stages.prompts import plan, trajectory_id
 from support.checkout import FIXTURES_DIR
 from support.workflow import write_queries, write_session
@@ -17,7 +18,7 @@ DEMO = FIXTURES_DIR / "demo"
 def test_every_trajectory_and_turn_of_the_demo_is_planned_in_order() -> None:
     queries = load_queries(DEMO / "queries.yaml")
     sessions = dict(iter_sessions([DEMO / "chunks"]))
-    builder = PromptBuilder.from_file()
+    builder = load_prompt_builder()
     records = list(plan("demo", [str(DEMO / "chunks")], queries, builder, 2))
     turns = sum(len(chunks) for chunks in sessions.values())
     assert len(records) == turns * len(queries) * 2

@@ -24,7 +24,7 @@ import pytest
 from matplotlib.container import BarContainer
 
 from grumem.cli import main
-from grumem.io.jsonl import dumps, sha256_text
+from grumem.core.json_text import dumps, sha256_text
 from grumem.report.plots import HEIGHT_IN, WIDTH_IN, BarChart, figure, render_svg
 from grumem.report.viewer import VIEWER
 from grumem.stages.report_plots import (

@@ -11,17 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.core.loop import user_message
-from grumem.core.template import (
-    DEFAULT_TEMPLATE,
-    NO_PREVIOUS_MEMORY,
-    Budget,
-    PromptBuilder,
-    memory_text,
-)
-from grumem.core.tokens import count_tokens, token_bound
+from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, memory_text
+from grumem.core.tokens import Encoder, Tokens, token_bound
 from grumem.errors import BudgetError
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests, turn_tokens
+
+TOKENS = cl100k_tokens()
 
 
 def exchange(status: int | None, error: str | None) -> dict:
@@ -60,14 +58,20 @@ def test_some_requests_failing_count_each_kind() -> None:
     assert "Is the server" not in message
 
 
-def _settings(context: int, memory: int) -> LoopSettings:
-    return LoopSettings("L1", 1, 0, "m", {"max_tokens": 8}, Budget(context, 50, memory, 50, 8), {})
+def _settings(context: int, memory: int, tokens: Tokens = TOKENS) -> LoopSettings:
+    return LoopSettings(
+        "L1", 1, 0, "m", {"max_tokens": 8}, Budget(context, 50, memory, 50, 8), {}, tokens
+    )
+
+
+def _refuse() -> Encoder:
+    raise AssertionError("the encoder was loaded")
 
 
 def _turn(prefix: str, suffix: str) -> dict:
     turn = {"system": None, "prefix": prefix, "suffix": suffix}
     # as the prompts stage records it: the first turn's count less its memory's
-    fixed = count_tokens(user_message(turn, None)) - count_tokens(NO_PREVIOUS_MEMORY)
+    fixed = TOKENS.count(user_message(turn, None)) - TOKENS.count(NO_PREVIOUS_MEMORY)
     return {**turn, "tokens": {"question": 1, "section": 1, "fixed": fixed}}
 
 
@@ -75,8 +79,17 @@ def test_a_turn_within_its_budget_in_tokens_but_not_in_bytes_is_sent() -> None:
     # the UTF-8 bound spares the encoder only when it fits; past it, exact counts decide
     turn, memory = _turn("a" * 60, "b" * 60), "c" * 60
     user = user_message(turn, memory)
-    assert token_bound(user) > 100 and count_tokens(user) + 8 <= 100
+    assert token_bound(user) > 100 and TOKENS.count(user) + 8 <= 100
     _check_turn_budget(_settings(100, 20), turn, user, memory)
+
+
+def test_a_turn_within_its_budget_in_bytes_is_sent_with_no_encoder_loaded() -> None:
+    """Most of a small job's start-up is the encoder's load: a turn whose UTF-8 bounds
+    fit is decided on them alone."""
+    turn, memory = _turn("a" * 10, "b" * 10), "c" * 10
+    s = _settings(100, 20, Tokens(_refuse))
+    _check_turn_budget(s, turn, user_message(turn, memory), memory)
+    assert not s.tokens.loaded
 
 
 def test_a_turn_over_its_budget_in_tokens_names_the_component() -> None:
@@ -104,7 +117,7 @@ _TEXT = _TEXTS.map("".join)
 def test_turn_tokens_equal_a_fresh_count_of_the_message_sent(
     tmp_path: Path, question: str, system: str | None, sections: list, memories: list
 ) -> None:
-    """The loop's budget counts (cached, the section never encoded again: issue 15)
+    """The loop's budget counts (cached, the section never encoded again)
     equal a fresh encode of the very messages the turn sends, on the prompts stage's
     own records, with any memory in the slot."""
     chunks = tmp_path / "s.jsonl"
@@ -113,11 +126,11 @@ def test_turn_tokens_equal_a_fresh_count_of_the_message_sent(
         for i, text in enumerate(sections)
     ]
     chunks.write_text("".join(json.dumps(c) + "\n" for c in lines), encoding="utf-8")
-    builder = PromptBuilder.from_file(DEFAULT_TEMPLATE, system, Budget())
+    builder = load_prompt_builder(DEFAULT_TEMPLATE, system, Budget())
     queries = [{"id": "q", "question": question}]
     for turn in plan("p", [str(chunks)], queries, builder, 1):
         for memory in memories:
-            counts = turn_tokens(turn, memory)
-            sent = count_tokens(user_message(turn, memory))
-            assert counts["total"] == sent + (count_tokens(system) if system else 0)
-            assert counts["memory"] == count_tokens(memory_text(memory))
+            counts = turn_tokens(turn, memory, TOKENS)
+            sent = TOKENS.count(user_message(turn, memory))
+            assert counts["total"] == sent + (TOKENS.count(system) if system else 0)
+            assert counts["memory"] == TOKENS.count(memory_text(memory))

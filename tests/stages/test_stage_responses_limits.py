@@ -106,8 +106,8 @@ def test_a_400_mb_body_fails_the_job_in_bounded_memory(tmp_path, fake_server, an
 
 @pytest.mark.parametrize("status", ["429", "503"])
 def test_a_server_asking_for_a_day_fails_the_job_at_once(tmp_path, fake_server, status):
-    """Retry-After: 86400 on every completion: the job fails within seconds (it used to
-    wait the 300 s cap at every retry), one attempt a request, the value named."""
+    """Retry-After: 86400 on every completion: the job fails within seconds (no wait of
+    the 300 s cap at every retry), one attempt a request, the value named."""
     faults = {"rate": 1.0, "kinds": [status], "retry_after": 86400}
     server = fake_server(demo_script(faults=faults))
     config, prompts = demo_prompts(tmp_path, server.base_url)

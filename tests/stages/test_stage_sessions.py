@@ -11,7 +11,7 @@ import pytest
 from grumem import cli
 from grumem.errors import RecordError
 from grumem.io.jsonl import read_jsonl
-from grumem.stages.sessions import read_session_index, session_index
+from grumem.io.session_index import read_session_index, session_index
 from support.checkout import FIXTURES_DIR
 
 CHUNKS = FIXTURES_DIR / "demo" / "chunks"

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from grumem.io.jsonl import dumps, read_jsonl
+from grumem.core.json_text import dumps
+from grumem.corpus.log_reader import TRAJECTORY_FIELDS
+from grumem.corpus.parquet import ADVANTAGES, row_size
+from grumem.io.jsonl import read_jsonl
 from grumem.stages.export import (
     ExportInputs,
 )
@@ -47,3 +52,71 @@ def rewrite_log(work: Path, edit) -> None:
     (work / "log.jsonl").write_text(
         "".join(dumps(r) + "\n" for r in lines if r is not None), encoding="utf-8"
     )
+
+
+# ------------------------------------------------- verl's rows, one dict a turn
+
+
+def verl_rows(
+    data_source: str, ability: str, traj: dict[str, Any], first_index: int
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """A trajectory's verl rows, one dict a turn, with their sizes: the oracle of the
+    export's columnar build (grumem.corpus.parquet); `first_index` is its first
+    row's place in the file."""
+    exit_gates = [turn["exit_gate"] for turn in traj["turns"]]
+    # r_format of a new answer to turn t also needs every other recorded ask
+    failures = sum(
+        not ask["parsed"] for turn in traj["turns"] for ask in (*turn["earlier_asks"], turn)
+    )
+    for i, turn in enumerate(traj["turns"]):
+        others_parsed = failures - (not turn["parsed"]) == 0
+        row = verl_row(data_source, ability, traj, turn, first_index + i, exit_gates, others_parsed)
+        yield row, row_size(turn)
+
+
+def verl_row(
+    data_source: str,
+    ability: str,
+    traj: dict[str, Any],
+    turn: dict[str, Any],
+    index: int,
+    exit_gates: list[bool | None],
+    other_asks_parsed: bool,
+) -> dict[str, Any]:
+    """One turn's verl row; `index` (verl's extra_info.index) is its place in the file,
+    `exit_gates` the trajectory's recorded exit gates and `other_asks_parsed` whether
+    every ask of the trajectory but this turn's answer parsed."""
+    return {
+        "data_source": data_source,
+        "prompt": turn["prompt"],
+        "ability": ability,
+        "reward_model": {"style": "rule", "ground_truth": "yes" if turn["label"] else "no"},
+        "extra_info": {
+            "split": "train",
+            "index": index,
+            "trajectory_id": traj["trajectory_id"],
+            "t": turn["t"],
+            "chunk_sha": turn["chunk_sha"],
+            "label": turn["label"],
+            "response": turn["response"],
+            "r_update": turn["r_update"],
+            "r_exit": traj["r_exit"],
+            "r_exit_reason": traj["r_exit_reason"],
+            "r_format": traj["r_format"],
+            "r_outcome": traj["r_outcome"],
+            "t_exit": traj["t_exit"],
+            "t_last_evidence": traj["t_last_evidence"],
+            "parsed": turn["parsed"],
+            "update_gate": turn["update_gate"],
+            "exit_gate": turn["exit_gate"],
+            "attempt": turn["attempt"],
+            "asks": turn["asks"],
+            "request_sha256": turn["request_sha256"],
+            "response_model": turn["response_model"],
+            **{name: traj[name] for name in TRAJECTORY_FIELDS},
+            "aborted": traj["aborted"] is not None,
+            "exit_gates": exit_gates,
+            "other_asks_parsed": other_asks_parsed,
+            **{name: turn[name] for name in ADVANTAGES},
+        },
+    }

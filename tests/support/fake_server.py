@@ -50,7 +50,7 @@ from typing import Any
 
 from aiohttp import web
 
-from grumem.core.tokens import count_tokens
+from grumem.io.tokenizer import cl100k_tokens
 from support.capacity import ProcessorSharing
 from support.draws import draw_tokens, fault_for
 from support.replies import (
@@ -65,6 +65,8 @@ from support.replies import (
     seed_matches,
 )
 from support.script import Script, ScriptError, Shape, load_script, parse_script
+
+TOKENS = cl100k_tokens()
 
 # faults after which the client has no usable answer: a `sequence` does not advance
 _LOST_FAULTS = ("429", "500", "503", "reset", "truncated", "non_json")
@@ -259,7 +261,7 @@ class FakeServer:
         finish = "stop"
         if fault == "length":
             content, finish = content[: len(content) // 2], "length"
-        tokens = count_tokens(content)
+        tokens = TOKENS.count(content)
         cap = script.capacity
         if cap is not None and cap.completion_tokens is not None:
             tokens = draw_tokens(cap.completion_tokens, sha)
@@ -277,7 +279,7 @@ class FakeServer:
             return web.Response(
                 body=NON_JSON_BODY, status=200, content_type="text/html", charset="utf-8"
             )
-        prompt_tokens = sum(count_tokens(message_text(m)) for m in request_json["messages"])
+        prompt_tokens = sum(TOKENS.count(message_text(m)) for m in request_json["messages"])
         body = completion_body(sha, script.model, content, prompt_tokens, tokens, finish)
         if fault == "truncated":
             return _json(body[: len(body) // 2])
@@ -401,7 +403,7 @@ def write_port_file(path: Path, port: int) -> None:
 async def serve(script: Script, host: str, port: int, port_file: str | None = None) -> None:
     """Serve until SIGTERM or SIGINT; announce the address on stdout once bound."""
     host = check_host(host)
-    count_tokens("")  # load the encoding now, not inside the first timed request
+    TOKENS.count("")  # load the encoding now, not inside the first timed request
     runner = web.AppRunner(FakeServer(script).app(), access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     try:

@@ -130,7 +130,11 @@ class FromSchema:
                 )
             return st.text(min_size=s.get("minLength", 0), max_size=8)
         if t == "array":
-            return st.lists(self(s["items"]), min_size=s.get("minItems", 0), max_size=3)
+            return st.lists(
+                self(s["items"]),
+                min_size=s.get("minItems", 0),
+                max_size=min(3, s.get("maxItems", 3)),
+            )
         if t == "object":
             return self._object(s)
         return json_values  # a property the schema leaves untyped

@@ -12,7 +12,9 @@ verl's own trainer config (verl/trainer/config/ppo_trainer.yaml) by Hydra, as
    prompts (which applies the chat template to every row); the test also
    applies the template to every item and checks each message survives.
 2. compute_score is loaded through verl.trainer.ppo.reward.get_custom_reward_fn
-   from that config and called on every item with the recorded response.
+   from that config and called on every item with the recorded response;
+3. the same file read by pandas (numpy arrays, a null integer in a struct as NaN),
+   as offline evaluation scripts read it, is scored row by row the same way.
 
 Prints one JSON object with what it saw; the test asserts on it.
 """
@@ -24,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 from hydra import compose, initialize_config_module
 from transformers import AutoTokenizer
 from verl.trainer.ppo.reward import get_custom_reward_fn
@@ -62,8 +65,21 @@ def main(gguf: str, *overrides: str) -> dict:
         if {k: got[k] for k in COMPARED} != want:
             mismatches.append({"index": extra["index"], "got": got, "want": want})
         scores.append(got["score"])
+    pandas_mismatches = 0
+    for row in pd.read_parquet(config.data.train_files).to_dict("records"):
+        extra = row["extra_info"]
+        got = score(
+            data_source=row["data_source"],
+            solution_str=extra["response"],
+            ground_truth=row["reward_model"]["ground_truth"],
+            extra_info=extra,
+        )
+        written = {k: extra[k] for k in COMPARED}
+        written["r_exit"] = None if written["r_exit"] != written["r_exit"] else written["r_exit"]
+        pandas_mismatches += {k: got[k] for k in COMPARED} != written
     return {
         "rows": len(dataset),
+        "pandas_mismatch_count": pandas_mismatches,
         "templated": templated,
         "mismatches": mismatches[:5],
         "mismatch_count": len(mismatches),

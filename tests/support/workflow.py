@@ -236,15 +236,13 @@ def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
     return {name: (work / f"results/{project}/corpus" / name).read_bytes() for name in CORPUS}
 
 
-# The demo corpus against the fake server's demo script, pinned before the package
-# is reorganised (issue 12): moving code must not move a byte. A deliberate change
-# of the corpus (a new field, a reward rule) updates these with its reason in the
-# commit. turns.parquet is pinned by its schema and rows, not its bytes: its footer
-# names the pyarrow version that wrote it, which a fresh venv may upgrade.
-# Changed once on purpose by the `stable` shard rule becoming the default (issue
-# 16): the demo's files fall into other shards, so the rows come in another order
-# (and extra_info.index, a row's place, follows); the order-free digests below are
-# the ones the `sorted` rule gave, unchanged.
+# The demo corpus against the fake server's demo script: moving code must not move
+# a byte. A deliberate change of the corpus (a new field, a reward rule) updates
+# these with its reason in the commit. turns.parquet is pinned by its schema and
+# rows, not its bytes: its footer names the pyarrow version that wrote it, which a
+# fresh venv may upgrade. The shard rule orders the rows (`stable`, the default,
+# puts the demo's files in other shards than `sorted`, and extra_info.index, a row's
+# place, follows); the order-free digests are the same under both rules.
 PINNED_DEMO_CORPUS = {
     "trajectories.jsonl": "cddb3fa52c1c7ec1cf86826b2606297ab8fe3cbb58d1df6df6fab610004708c3",
     "summary.json": "73cd03971803a7e357b7a4efe6e49df0fea631667741eb24f301caf8aead120a",

@@ -26,9 +26,10 @@ import pytest
 from playwright.sync_api import expect
 
 from grumem.cli import main
-from grumem.core.calibration import finalize
+from grumem.core.json_text import dumps, sha256_text
 from grumem.errors import RecordError
-from grumem.io.jsonl import dumps, read_jsonl, sha256_text
+from grumem.io.jsonl import read_jsonl
+from grumem.tools.calibrate import finalize
 from support.browser import browser
 from support.workflow import DEMO
 

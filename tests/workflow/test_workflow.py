@@ -258,7 +258,7 @@ def test_malformed_chunk_files_fail_naming_file_line_field(tmp_path) -> None:
 
 def test_memory_over_budget_is_a_format_failure_and_the_others_go_on(tmp_path, fake_server) -> None:
     # the update grows memory by one line per evidence chunk (15, 31, 47 tokens);
-    # a candidate over budget.memory is that turn's format failure (issue 11.3):
+    # a candidate over budget.memory is that turn's format failure:
     # the memory stays, the trajectory goes on, and nothing is aborted. (The
     # prompts stage reserves budget.memory in every prompt, so a memory that
     # fits can never push a later prompt over the context.)
@@ -456,5 +456,5 @@ def test_unparsed_judgement_blocks_the_export_naming_the_pair(tmp_path, fake_ser
     text = (tmp_path / "logs/export/demo.log").read_text()
     assert "have no label" in text and unjudged[0]["chunk_sha"][:12] in text
     assert not (tmp_path / "results/demo/corpus/trajectories.jsonl").exists()
-    # the refusal is in the job's log only: log.jsonl, an input, is not written (issue 11.1)
+    # the refusal is in the job's log only: log.jsonl, an input, is not written
     assert len(read_lines(tmp_path / LOG)) == 72

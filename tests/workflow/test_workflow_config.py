@@ -47,7 +47,7 @@ def user_checkout(tmp_path: Path) -> Path:
     return work
 
 
-# --------------------------------------------------------------- item 14
+# ------------------------------------------- a config of one's own replaces the demo's
 
 
 def test_a_user_configfile_runs_only_the_user_projects(tmp_path) -> None:
@@ -78,7 +78,7 @@ def test_a_user_configfile_without_projects_fails_saying_so(tmp_path) -> None:
     assert "results/demo/" not in proc.stdout
 
 
-# --------------------------------------------------------------- item 15
+# --------------------------------------------------- `~` and variables in path settings
 
 
 def test_home_and_environment_variables_in_paths(tmp_path, monkeypatch) -> None:
@@ -105,7 +105,7 @@ def test_home_and_environment_variables_in_paths(tmp_path, monkeypatch) -> None:
     assert "projects.mine.queries" in said and "GRUMEM_TEST_QUERIES_DIR is not set" in said
 
 
-# --------------------------------------------------------------- item 16
+# ------------------------------------------------------ transcript files of any name
 
 
 def test_transcript_file_names_with_spaces_underscores_and_other_scripts(
@@ -141,7 +141,7 @@ def test_transcript_file_names_with_spaces_underscores_and_other_scripts(
     assert sessions == {sanitize_session_id(Path(n).stem) for n in names}
 
 
-# --------------------------------------------------------------- item 17
+# ------------------------------------------------------ one copy of a session per project
 
 
 def test_a_session_in_two_shards_fails_before_any_request(tmp_path, fake_server) -> None:
@@ -162,10 +162,12 @@ def test_a_session_in_two_shards_fails_before_any_request(tmp_path, fake_server)
     assert "session 'shared'" in logs
 
 
-# --------------------------------------------------------------- item 18
+# ----------------------------------------------------- which settings rerun which jobs
 
 
-def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
+def test_connection_settings_rerun_nothing_and_export_settings_rerun_the_export(
+    tmp_path, fake_server
+) -> None:
     server = fake_server(FAKE_DEMO)
     write_config(tmp_path, server.base_url)
     snakemake(tmp_path, "all")
@@ -184,6 +186,22 @@ def test_connection_settings_rerun_nothing(tmp_path, fake_server) -> None:
         write_config(tmp_path, server.base_url, llm=llm)
         out = snakemake(tmp_path, "-n", "all").stdout
         assert jobs(out) == {} and "Nothing to be done" in out, (llm, out[-2000:])
+    # every export setting reaches its jobs through --settings, a param: a change
+    # reruns the export (and the plots drawn from it), min_calibration the kappa job
+    # too, and nothing upstream
+    downstream = {"export_project": 1, "report_plots": 1, "report_viewer": 1, "all": 1}
+    for export in (
+        {"min_kappa": 0.5},
+        {"data_source": "other"},
+        {"alpha": 0.5},
+        {"return_weights": {"r_update": 2.0}},
+        {"return_weights": {"r_exit": 2.0}},
+        {"return_weights": {"r_format": 2.0}},
+        {"min_calibration": 10},
+    ):
+        write_config(tmp_path, server.base_url, export=export)
+        expected = {**downstream, "kappa": 1} if "min_calibration" in export else downstream
+        assert jobs(snakemake(tmp_path, "-n", "all").stdout) == expected, export
     # a setting that changes the requests' bytes does rerun them
     write_config(tmp_path, server.base_url, llm={"temperature": 0.1})
     assert jobs(snakemake(tmp_path, "-n", "all").stdout)["responses"] == 2
@@ -194,7 +212,7 @@ def test_demo_dry_run_lists_the_project_session_index(tmp_path) -> None:
     assert jobs(snakemake(tmp_path, "-n", "all").stdout)["sessions"] == 1
 
 
-# ------------------------------------------- credentials in a base_url (issue 25 item 4)
+# -------------------------------------------------------------- credentials in a base_url
 
 # each form of a base_url a config can hold, with a secret in its userinfo or query
 SECRET_URLS = {

@@ -1,4 +1,4 @@
-"""Several LLM endpoints through the real `snakemake` and `grumem` commands (issue 16):
+"""Several LLM endpoints through the real `snakemake` and `grumem` commands:
 two fake servers, one killed with SIGKILL mid-run; every turn is answered and the
 corpus is byte for byte the one a single server gives."""
 

@@ -1,4 +1,4 @@
-"""Issue 17 through the real `snakemake` and `grumem` commands, against the fake server:
+"""The LLM stages through the real `snakemake` and `grumem` commands, against the fake server:
 no secret in any file, a failed request is no result, the answering model is checked,
 an unwritable output is found before any request is sent."""
 
@@ -161,7 +161,7 @@ def test_a_wrong_answering_model_fails_unless_accepted_and_is_logged(tmp_path, f
     }
 
 
-# ------------------------------------------------------- unwritable outputs (item 13)
+# ------------------------------------------------------------------- unwritable outputs
 
 
 @contextlib.contextmanager

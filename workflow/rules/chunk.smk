@@ -1,9 +1,10 @@
-# One job per shard, not per transcript (issue 16): the shard's transcripts are
-# turned into their directories results/{project}/chunks/{unit}, whose paths the
-# other rules take from project_layout(). Snakemake cannot declare them as this
-# rule's outputs (an output cannot be a function of {shard}, and the chunk file
-# names are the session ids inside the transcripts), so the declared output is
-# the shard's manifest and the rules reading chunks wait on it (chunk_inputs).
+# One job per shard, not per transcript, so jobs grow with shards: the shard's
+# transcripts are turned into their directories results/{project}/chunks/{unit},
+# whose paths the other rules take from project_layout(). Snakemake cannot declare
+# them as this rule's outputs (an output cannot be a function of {shard}, and the
+# chunk file names are the session ids inside the transcripts), so the declared
+# output is the shard's manifest and the rules reading chunks wait on it
+# (common.smk's chunked).
 rule chunk:
     input:
         shard_transcripts,

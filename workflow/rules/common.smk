@@ -12,6 +12,8 @@ from grumem.config.settings import check_config_files, split_connection, validat
 from grumem.errors import GrumemError
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.jsonl import RecordError
+from grumem.report.viewer import VIEWER
+from grumem.stages.report_plots import PLOTS
 from grumem.llm.endpoints import total_concurrency
 from grumem.core.shards import glob_root, project_shards
 
@@ -135,12 +137,15 @@ def without_connection(sections):
     return sections
 
 
-def settings(*sections):
+def settings(*sections, only=None):
     """Config sections as JSON for a subcommand's --settings, a param: a change
-    reruns the job. The llm connection settings are left out (LLM_CONNECTION)."""
-    return json.dumps(
-        without_connection({s: config[s] for s in sections}), sort_keys=True
-    )
+    reruns the job. The llm connection settings are left out (LLM_CONNECTION);
+    `only` keeps the keys a job reads of a section ({"export": ["min_calibration"]}),
+    so that a change of another key reruns no job that ignores it."""
+    chosen = {s: config[s] for s in sections}
+    for section, keys in (only or {}).items():
+        chosen[section] = {k: chosen[section][k] for k in keys}
+    return json.dumps(without_connection(chosen), sort_keys=True)
 
 
 # The llm connection settings (grumem.config.settings.CONNECTION_KEYS: base_url, timeout,
@@ -211,3 +216,9 @@ def all_corpus_files():
     return expand(
         "results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES
     )
+
+
+# every project's plots and trajectory viewer: part of the `all` target
+REPORT_FILES = expand(
+    "results/{project}/report/{file}", project=PROJECTS, file=[*PLOTS, VIEWER]
+)

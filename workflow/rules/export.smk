@@ -20,15 +20,9 @@ rule export_project:
         "../../environment.yml"
     params:
         out_dir="results/{project}/corpus",
-        min_kappa=config["export"]["min_kappa"],
-        data_source=config["export"]["data_source"],
-        alpha=config["export"]["alpha"],
-        weights=config["export"]["return_weights"],
+        settings=settings("export"),
     shell:
-        "grumem export --turn-log {input.turn_log} --labels {input.labels:q} --kappa {input.kappa}"
-        " --min-kappa {params.min_kappa} --data-source {params.data_source}"
-        " --alpha {params.alpha} --return-weight-update {params.weights[r_update]}"
-        " --return-weight-exit {params.weights[r_exit]}"
-        " --return-weight-format {params.weights[r_format]}"
+        "grumem export --settings {params.settings:q} --turn-log {input.turn_log}"
+        " --labels {input.labels:q} --kappa {input.kappa}"
         " --chunks {input.chunks:q} --template {input.template:q}"
         " --out-dir {params.out_dir} 2> {log}"

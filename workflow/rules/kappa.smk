@@ -13,8 +13,9 @@ rule kappa:
     conda:
         "../../environment.yml"
     params:
-        min_calibration=config["export"]["min_calibration"],
+        # only min_calibration: the export's other settings rerun the export, not this
+        settings=settings("export", only={"export": ["min_calibration"]}),
     shell:
-        "grumem kappa --labels {input.labels:q} --calibration {input.calibration:q}"
-        " --queries {input.queries:q} --chunks {input.chunks:q}"
-        " --min-calibration {params.min_calibration} --out {output} 2> {log}"
+        "grumem kappa --settings {params.settings:q} --labels {input.labels:q}"
+        " --calibration {input.calibration:q}"
+        " --queries {input.queries:q} --chunks {input.chunks:q} --out {output} 2> {log}"

@@ -3,12 +3,12 @@
 Every stage job validates the sections it is given (`--settings`,
 `--connection`) against workflow/schemas/config.schema.yaml, filling defaults.
 The reference is grumem.config.settings.validate_config (jsonschema and the FAQ's
-default-filling recipe); jsonschema alone took ~80 ms to import, each job.
-Here the same defaults are filled by a walk of the schema and the result is
+default-filling recipe), whose import alone would be a large part of a small
+job's start-up. Here the same defaults are filled by a walk of the schema and the result is
 checked by fastjsonschema (cached, grumem.io.startup_cache). Anything this
 path cannot decide, or rejects, goes to the reference, whose error names the
 field: so this path only ever accepts, with the reference's result
-(tests/test_config.py compares the two on generated sections).
+(tests/config/test_settings.py compares the two on generated sections).
 """
 
 from __future__ import annotations

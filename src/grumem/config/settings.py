@@ -14,18 +14,10 @@ from typing import Any
 import yaml
 
 from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
-from grumem.errors import RecordError
-from grumem.io.jsonl import (
-    MAX_JSON_DEPTH,
-    nesting_why,
-    open_input,
-    schema,
-    stdlib_loads,
-    strict_validator_class,
-)
-from grumem.io.paths import SCHEMAS_DIR
+from grumem.core.json_text import MAX_JSON_DEPTH, nesting_why, stdlib_loads
+from grumem.errors import GrumemError, RecordError
+from grumem.io.jsonl import open_input, schema, strict_validator_class
 
-CONFIG_SCHEMA = SCHEMAS_DIR / "config.schema.yaml"
 ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
 ENDPOINT_URL = re.compile(ENDPOINT_URL_PATTERN)
 # A placeholder project: the sections a rule passes are checked with the config
@@ -81,8 +73,9 @@ def endpoint_url_problem(url: str) -> str | None:
 def _formats() -> Any:
     """The config schema's own formats. Snakemake's validation ignores formats, so a
     value it must not echo (a key pasted as a variable name) is checked only here,
-    where the message leaves the value out. (jsonschema is imported only when a
-    whole config is validated: it took ~80 ms of every job.)"""
+    where the message leaves the value out."""
+    # imported only when a whole config is validated: its import costs ~80 ms,
+    # which a job checking its --settings by compiled code never pays
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
@@ -425,7 +418,12 @@ def settings_from_json(
     changed, and `--config` overrides reach every job) instead of the path of a
     config file the job would re-read; `connection` (from --connection) goes
     into the llm section over what `text` holds."""
-    settings = _json_object(text, source)
+    return _validated_sections(_json_object(text, source), source, connection)
+
+
+def _validated_sections(
+    settings: dict[str, Any], source: str, connection: Mapping[str, Any] | None
+) -> dict[str, Any]:
     if "projects" in settings:
         raise RecordError(source, None, None, "expected an object of config sections (no projects)")
     if connection:
@@ -445,23 +443,58 @@ def validate_sections(sections: dict[str, Any], source: str) -> dict[str, Any]:
     return full
 
 
-def add_settings_arguments(parser: Any) -> None:
-    g = parser.add_mutually_exclusive_group(required=True)
-    g.add_argument("--settings", help="config sections as JSON (what the workflow's rules pass)")
-    g.add_argument("--config", help="a config.yaml to read the sections from")
-    parser.add_argument(
-        "--connection",
-        default=None,
-        help=f"llm connection settings as JSON ({', '.join(CONNECTION_KEYS)}); "
-        "they override those of --settings or --config",
+def add_settings_arguments(parser: Any, required: bool = True, connection: bool = True) -> None:
+    """`--settings` (what the workflow's rules pass) or `--config`; without `required`,
+    neither means the schema's defaults. `--connection` for the commands that send
+    requests."""
+    g = parser.add_mutually_exclusive_group(required=required)
+    default = "" if required else "; neither: the schema's defaults"
+    g.add_argument(
+        "--settings",
+        help=f"config sections as JSON (what the workflow's rules pass){default}",
     )
+    g.add_argument("--config", help="a config.yaml to read the sections from")
+    if connection:
+        parser.add_argument(
+            "--connection",
+            default=None,
+            help=f"llm connection settings as JSON ({', '.join(CONNECTION_KEYS)}); "
+            "they override those of --settings or --config",
+        )
 
 
-def settings_from_args(args: Any) -> dict[str, Any]:
+def settings_from_args(args: Any, labels_of: str | None = None) -> dict[str, Any]:
+    """The config sections a subcommand is given, validated, defaults filled.
+
+    `--settings` is the JSON a rule passes (config sections, no projects);
+    `--config` reads them from a config.yaml; `--connection` overrides the llm
+    connection settings of either. With `labels_of` (the judge), the settings
+    also hold that project's `labels` section: the `labels` key of `--settings`,
+    checked as a project's, or the project's entry of the config file."""
     connection = connection_from_json(getattr(args, "connection", None))
+    if args.settings is None and args.config is None:  # neither given: the defaults
+        return _validated_sections({}, "--settings", connection)
     if args.settings is not None:
-        return settings_from_json(args.settings, connection=connection)
+        sections = _json_object(args.settings, "--settings")
+        if labels_of is None:
+            return _validated_sections(sections, "--settings", connection)
+        if "labels" not in sections:
+            raise RecordError(
+                "--settings", None, "labels", "missing: pass the project's labels section"
+            )
+        labels = sections.pop("labels")
+        settings = _validated_sections(sections, "--settings", connection)
+        project = {"chunks": "", "queries": "", "labels": labels}
+        checked = validate_config({"projects": {labels_of: project}}, "--settings")
+        settings["labels"] = checked["projects"][labels_of]["labels"]
+        return settings
     config = load_config(args.config)
-    config.pop("projects")
+    projects = config.pop("projects")
+    if labels_of is not None:
+        if labels_of not in projects:
+            raise GrumemError(
+                f"{args.config}: no project {labels_of!r} (projects: {', '.join(sorted(projects))})"
+            )
+        config["labels"] = projects[labels_of]["labels"]
     config["llm"].update(connection)
     return config

@@ -1,36 +1,33 @@
-"""Making the calibration file: a stratified sample for a person to label, and its check.
+"""The calibration sample: which pairs a person labels, and the calibration file their
+answers make.
 
 κ (grumem.core.kappa) compares the judge's labels with an independent labelling
-of a sample of the same pairs. `draw_sample` picks that sample from the
-judge's labels.jsonl, stratified by query and by the judge's label, with an
-equal share per stratum: a sample drawn in proportion would hold almost no
-`yes` pairs when evidence is rare, and κ over a handful of them says little
-about whether the judge finds evidence. The judge's label is not written to
-the sample and the lines are shuffled, so the person labels blind.
+of a sample of the same pairs. `draw_pairs` picks that sample from the judge's
+labels, stratified by query and by the judge's label, with an equal share per
+stratum: a sample drawn in proportion would hold almost no `yes` pairs when
+evidence is rare, and κ over a handful of them says little about whether the
+judge finds evidence. The judge's label is not written to the sample and the
+lines are shuffled, so the person labels blind.
 
-`finalize` turns the filled sample into a calibration file (the label
-schema): every `evidence` must be true or false, or "skip" (the pair is left
-out), the chunk text must still hash to its `chunk_sha`, and the annotator is
-named.
+`calibration_labels` turns the filled sample's lines into the calibration file's
+(the label schema): every `evidence` must be true or false, or "skip" (the pair
+is left out), the chunk text must still hash to its `chunk_sha`, and the
+annotator is named. Files are read and written by grumem.tools.calibrate.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.config.settings import load_queries
+from grumem.core.evidence import LabelKey, Labels
+from grumem.core.json_text import sha256_text
 from grumem.errors import GrumemError, RecordError
-from grumem.io.jsonl import read_jsonl, sha256_text, write_jsonl
-from grumem.io.labels import load_labels
-from grumem.stages.judge import distinct_chunks
 
 Stratum = tuple[str, bool]  # (query_id, the judge's evidence)
+SKIP = "skip"  # a sample line's `evidence` when the person could not decide
 
 
 @dataclass(frozen=True)
@@ -58,42 +55,52 @@ def allocate(sizes: Mapping[Stratum, int], n: int) -> dict[Stratum, int]:
     return quota
 
 
-def draw_sample(
-    queries_path: str | os.PathLike[str],
-    labels_path: str | os.PathLike[str],
-    chunk_paths: Sequence[str | os.PathLike[str]],
+def draw_pairs(
+    questions: Mapping[str, str],
+    labels: Labels,
+    chunks: Mapping[str, Any],
     n: int,
     seed: int,
-) -> tuple[list[dict[str, Any]], SampleStats]:
-    """Up to n calibration-sample lines, deterministic for (inputs, n, seed)."""
-    if n < 1:
-        raise GrumemError(f"--n {n}: draw at least one pair")
-    questions = {q["id"]: q["question"] for q in load_queries(queries_path)}
-    labels = load_labels(labels_path)
-    where = {c.sha: (c.session, c.index) for c in distinct_chunks(chunk_paths)}
+) -> tuple[list[LabelKey], SampleStats]:
+    """Up to n (query_id, chunk_sha) of `labels`, in the order to write them; deterministic
+    for (questions, labels, chunks, n, seed). Only pairs of a query in `questions` (id ->
+    question) and of a chunk in `chunks` (sha -> anything) are drawn."""
     strata: dict[Stratum, list[str]] = {}
     skipped_queries = skipped_chunks = 0
     for (query_id, sha), evidence in labels.evidence.items():
         if query_id not in questions:
             skipped_queries += 1
-        elif sha not in where:
+        elif sha not in chunks:
             skipped_chunks += 1
         else:
             strata.setdefault((query_id, evidence), []).append(sha)
     if not strata:
         raise GrumemError(
-            f"{labels_path}: no label joins the queries and chunk files given"
+            f"{labels.path}: no label joins the queries and chunk files given"
             f" ({skipped_queries} of other queries, {skipped_chunks} of other chunks)"
         )
     rng = random.Random(seed)
     quota = allocate({s: len(shas) for s, shas in strata.items()}, n)
-    picked: list[tuple[str, str]] = []
+    picked: list[LabelKey] = []
     for s in sorted(strata):
         # sorted first: the draw depends on the pairs, not on the labels file's order
         picked += [(s[0], sha) for sha in rng.sample(sorted(strata[s]), quota[s])]
     rng.shuffle(picked)  # the line order must not give the judge's label away
-    texts = _chunk_texts(chunk_paths, {sha for _, sha in picked})
-    lines = [
+    stats = SampleStats(
+        {s: (quota[s], len(strata[s])) for s in sorted(strata)}, skipped_queries, skipped_chunks
+    )
+    return picked, stats
+
+
+def sample_lines(
+    picked: Iterable[LabelKey],
+    questions: Mapping[str, str],
+    where: Mapping[str, tuple[str, int]],
+    texts: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """The calibration-sample lines of the drawn pairs: `where` (sha -> session, index)
+    and `texts` (sha -> rendered chunk) of their chunks, `evidence` left to fill."""
+    return [
         {
             "query_id": query_id,
             "question": questions[query_id],
@@ -105,28 +112,6 @@ def draw_sample(
         }
         for query_id, sha in picked
     ]
-    stats = SampleStats(
-        {s: (quota[s], len(strata[s])) for s in sorted(strata)}, skipped_queries, skipped_chunks
-    )
-    return lines, stats
-
-
-def _chunk_texts(chunk_paths: Sequence[str | os.PathLike[str]], shas: set[str]) -> dict[str, str]:
-    """Rendered text of the wanted chunks only (a second pass: the corpus is not held)."""
-    return {c.sha: c.text for c in distinct_chunks(chunk_paths) if c.sha in shas}
-
-
-def write_sample(
-    queries_path: str | os.PathLike[str],
-    labels_path: str | os.PathLike[str],
-    chunk_paths: Sequence[str | os.PathLike[str]],
-    n: int,
-    seed: int,
-    out: str | os.PathLike[str],
-) -> SampleStats:
-    lines, stats = draw_sample(queries_path, labels_path, chunk_paths, n, seed)
-    write_jsonl(out, lines, "calibration-sample")
-    return stats
 
 
 def format_sample_stats(stats: SampleStats, n: int, out: str) -> str:
@@ -147,21 +132,18 @@ def format_sample_stats(stats: SampleStats, n: int, out: str) -> str:
     )
 
 
-SKIP = "skip"  # a sample line's `evidence` when the person could not decide
-
-
-def finalize(
-    sample_path: str | os.PathLike[str], annotator: str, out: str | os.PathLike[str]
-) -> tuple[int, int]:
-    """Write the calibration file from a filled sample; return how many pairs it holds
-    and how many were skipped (left out)."""
-    path = str(sample_path)
+def calibration_labels(
+    path: str, lines: Iterable[tuple[int, dict[str, Any]]], annotator: str
+) -> tuple[list[dict[str, Any]], int]:
+    """The label records of a filled sample's (line number, line)s, in pair order, and
+    how many were skipped (left out); a RecordError naming `path`, line and field for a
+    line that cannot be one."""
     if not annotator.strip():
         raise GrumemError("--annotator: name the person (or team) who labelled the sample")
-    labels: dict[tuple[str, str], dict[str, Any]] = {}
-    first_line: dict[tuple[str, str], int] = {}
+    labels: dict[LabelKey, dict[str, Any]] = {}
+    first_line: dict[LabelKey, int] = {}
     skipped = 0
-    for line, rec in enumerate(read_jsonl(path, "calibration-sample"), start=1):
+    for line, rec in lines:
         if rec["evidence"] is None:
             raise RecordError(
                 path,
@@ -200,21 +182,4 @@ def finalize(
     if not labels:
         why = f"all {skipped} pairs skipped" if skipped else "empty sample"
         raise RecordError(path, None, None, f"{why}: nothing to calibrate with")
-    return write_jsonl(out, (labels[p] for p in sorted(labels)), "label"), skipped
-
-
-def main_sample(args: argparse.Namespace) -> int:
-    """`grumem calibrate-sample`: a stratified sample of pairs to label by hand."""
-    stats = write_sample(args.queries, args.labels, args.chunks, args.n, args.seed, args.out)
-    print(format_sample_stats(stats, args.n, args.out), file=sys.stderr)
-    return 0
-
-
-def main_finalize(args: argparse.Namespace) -> int:
-    """`grumem calibrate-finalize`: a filled sample -> the calibration file."""
-    n, skipped = finalize(args.sample, args.annotator, args.out)
-    print(
-        f"calibrate-finalize: {n} labelled pairs ({skipped} skipped) -> {args.out}",
-        file=sys.stderr,
-    )
-    return 0
+    return [labels[p] for p in sorted(labels)], skipped

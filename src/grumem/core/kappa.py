@@ -16,8 +16,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from grumem.core.evidence import Labels
 from grumem.errors import KappaError, RecordError
-from grumem.io.labels import Labels
 
 
 @dataclass(frozen=True)

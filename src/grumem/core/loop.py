@@ -10,18 +10,22 @@ from __future__ import annotations
 from grumem.core.gate_parser import MAX_RAW, parse_gate_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.core.template import memory_text
-from grumem.core.tokens import count_tokens_cached, token_bound
+from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import ParseError
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
 
-def interpret(response: dict, memory_budget: int | None = None) -> dict:
+def interpret(
+    response: dict, memory_budget: int | None = None, tokens: Tokens | None = None
+) -> dict:
     """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
 
     No gate is ever defaulted: anything but an exact parse records nulls. A
-    candidate memory over `memory_budget` tokens is the model's format failure
-    (tag `update`): using it would make the next prompt over budget."""
+    candidate memory over `memory_budget` tokens (counted by `tokens`, which a
+    budget needs) is the model's format failure (tag `update`): using it would
+    make the next prompt over budget."""
+    _check_counter(memory_budget, tokens)
     raw = response_bytes(response) if response.get("body") is not None else None
     if response.get("status") != 200 or raw is None:
         error = response.get("error") or f"HTTP {response.get('status')}"
@@ -50,6 +54,20 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
                 "raw": response["body"][:MAX_RAW],
             },
         }
+    return interpret_content(content, finish, memory_budget, tokens)
+
+
+def interpret_content(
+    content: str,
+    finish: str | None = None,
+    memory_budget: int | None = None,
+    tokens: Tokens | None = None,
+) -> dict:
+    """Gate fields for one answer's text: the strict parse, or its format failure.
+
+    The same rules whether the text came in a recorded chat completion (interpret)
+    or was decoded from a policy's tokens (grumem.verl's agent loop)."""
+    _check_counter(memory_budget, tokens)
     try:
         g = parse_gate_response(content)
     except ParseError as e:
@@ -61,10 +79,10 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
             "parse_error": e.to_json(),
         }
     text = memory_text(g.candidate)
-    if memory_budget is not None and token_bound(text) > memory_budget:
+    if memory_budget is not None and tokens is not None and token_bound(text) > memory_budget:
         # cached: a candidate that becomes the memory is counted again for the next turn
-        tokens = count_tokens_cached(text)
-        if tokens > memory_budget:
+        n = tokens.count_cached(text)
+        if n > memory_budget:
             return {
                 "parsed": False,
                 **_NULL_GATE,
@@ -72,7 +90,7 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
                 "finish_reason": finish,
                 "parse_error": {
                     "tag": "update",
-                    "reason": f"candidate memory is {tokens} tokens, over budget.memory"
+                    "reason": f"candidate memory is {n} tokens, over budget.memory"
                     f" {memory_budget}: memory stays M_(t-1)",
                     "raw": content[:MAX_RAW],
                 },
@@ -87,6 +105,11 @@ def interpret(response: dict, memory_budget: int | None = None) -> dict:
         "finish_reason": finish,
         "parse_error": None,
     }
+
+
+def _check_counter(memory_budget: int | None, tokens: Tokens | None) -> None:
+    if memory_budget is not None and tokens is None:
+        raise TypeError("interpret: a memory_budget needs the tokens that count it")
 
 
 def memory_after(memory_before: str | None, gate: dict) -> str | None:

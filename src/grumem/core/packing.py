@@ -1,7 +1,7 @@
 """A session's records packed into chunks whose rendered text fits the section budget.
 
-Pure functions; tokens are cl100k counts (`grumem.core.tokens`) of the text exactly
-as the prompt renders it (`grumem.io.chunk_files.render_records`).
+Pure functions; tokens are cl100k counts (`grumem.core.tokens.Tokens`) of the text exactly
+as the prompt renders it (`grumem.core.chunk_text.render_records`).
 
 - A record whose own rendering is over budget is split first: at line ends,
   or inside a line only when that line alone is too long, into consecutive
@@ -29,7 +29,7 @@ text), so each character is counted about twice, never once per candidate:
 Memory. A session's text is held once, as its records hold it; nothing of the
 size of a long record is made beside it (a 40 MB message: no copy, no token
 list of it). Whether a record fits is counted a window at a time, stopping once
-over (`grumem.core.tokens.count_tokens_at_most`); a split record keeps only where its
+over (`grumem.core.tokens.Tokens.count_at_most`); a split record keeps only where its
 parts end, and a part's text is sliced from it when its chunk is made; packing
 plans chunks as index ranges, and `plan_session(...).chunks()` makes them one
 at a time, for a writer to stream.
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import overload
 
-from grumem.core.tokens import count_tokens, count_tokens_at_most, encoding
+from grumem.core.chunk_text import render_record, render_records
+from grumem.core.tokens import Tokens
 from grumem.errors import ChunkBudgetError
-from grumem.io.chunk_files import render_record, render_records
 
 SEPARATOR = "\n\n"  # between rendered records, as render_records joins them
 TAIL_CHARS = 256  # end of a record whose tokens the separator can change
@@ -126,26 +126,30 @@ class PlannedSession:
             yield {"session": self.session, "index": i, "records": self.pieces[first:end]}
 
 
-def chunk_session(session: str, records: Sequence[dict], budget: int) -> ChunkedSession:
+def chunk_session(
+    session: str, records: Sequence[dict], budget: int, tokens: Tokens
+) -> ChunkedSession:
     """Split over-budget records, pack everything into chunks, index them from 0."""
-    plan = plan_session(session, records, budget)
+    plan = plan_session(session, records, budget, tokens)
     return ChunkedSession(
         list(plan.chunks()), plan.chunk_tokens, plan.records, plan.split_records, plan.parts
     )
 
 
-def plan_session(session: str, records: Sequence[dict], budget: int) -> PlannedSession:
+def plan_session(
+    session: str, records: Sequence[dict], budget: int, tokens: Tokens
+) -> PlannedSession:
     """chunk_session's chunks, planned: what each holds and its tokens, made by `chunks()`."""
     ends: dict[int, list[int]] = {}
     alone: list[int] = []
     split_records = parts = 0
     for j, rec in enumerate(records):
         label = render_record(rec["role"], "")
-        n = count_tokens_at_most(label, rec["text"], budget)
+        n = tokens.count_at_most(label, rec["text"], budget)
         if n is not None:
             alone.append(n)
             continue
-        cut_ends, counts = _cut_ends(rec["role"], rec["text"], budget)
+        cut_ends, counts = _cut_ends(rec["role"], rec["text"], budget, tokens)
         split_records += 1
         parts += len(cut_ends)
         if len(cut_ends) > 1:
@@ -154,13 +158,13 @@ def plan_session(session: str, records: Sequence[dict], budget: int) -> PlannedS
         else:
             alone.append(counts[0])
     pieces = Pieces(records, ends)
-    bounds = _plan(pieces, budget, alone)
+    bounds = _plan(pieces, budget, alone, tokens)
     return PlannedSession(session, pieces, bounds, len(records), split_records, parts)
 
 
-def split_record(record: dict, budget: int) -> list[dict]:
+def split_record(record: dict, budget: int, tokens: Tokens) -> list[dict]:
     """[record] if it fits alone, else its parts (same fields, text split, `part` added)."""
-    return _parts(record, split_text(record["role"], record["text"], budget))
+    return _parts(record, split_text(record["role"], record["text"], budget, tokens))
 
 
 def _parts(record: dict, texts: list[str]) -> list[dict]:
@@ -171,16 +175,16 @@ def _parts(record: dict, texts: list[str]) -> list[dict]:
     ]
 
 
-def split_text(role: str, text: str, budget: int) -> list[str]:
+def split_text(role: str, text: str, budget: int, tokens: Tokens) -> list[str]:
     """Consecutive pieces of `text`, each fitting the budget when rendered as a `role` record;
     cut at line ends, inside a line only when one line alone does not fit."""
-    if count_tokens_at_most(render_record(role, ""), text, budget) is not None:
+    if tokens.count_at_most(render_record(role, ""), text, budget) is not None:
         return [text]
-    ends, _ = _cut_ends(role, text, budget)
+    ends, _ = _cut_ends(role, text, budget, tokens)
     return [text[a:b] for a, b in zip([0, *ends], ends, strict=False)]
 
 
-def _cut_ends(role: str, text: str, budget: int) -> tuple[list[int], list[int]]:
+def _cut_ends(role: str, text: str, budget: int, tokens: Tokens) -> tuple[list[int], list[int]]:
     """Where each piece of a text known not to fit whole ends, and each piece's rendered
     tokens (split_text's pieces, as offsets)."""
     label = render_record(role, "")
@@ -189,29 +193,31 @@ def _cut_ends(role: str, text: str, budget: int) -> tuple[list[int], list[int]]:
     pos = 0
     window = 4 * budget  # characters tokenized to find a cut; adapts to the text
     while pos < len(text):
-        end, tokens, window = _cut(text, pos, label, budget, window)
+        end, n, window = _cut(text, pos, label, budget, window, tokens)
         if end == pos:
             raise ChunkBudgetError(
                 f"budget {budget} tokens is too small to hold even one character "
                 f"of a {role} record with its label"
             )
         ends.append(end)
-        counts.append(tokens)
+        counts.append(n)
         pos = end
     return ends, counts
 
 
-def _cut(text: str, pos: int, label: str, budget: int, window: int) -> tuple[int, int, int]:
+def _cut(
+    text: str, pos: int, label: str, budget: int, window: int, tokens: Tokens
+) -> tuple[int, int, int]:
     """Where the piece starting at `pos` ends: after the most whole lines that fit, else
     (one line alone too long) after the most characters that fit; `pos` if none fits.
     Also the piece's rendered tokens, and the window size to start from for the next."""
-    limit, rest, window = _budget_end(text, pos, label, budget, window)
+    limit, rest, window = _budget_end(text, pos, label, budget, window, tokens)
     if rest is not None:
         return limit, rest, window
     counted: dict[int, int] = {}
 
     def fits(end: int) -> bool:
-        counted[end] = count_tokens(label + text[pos:end])
+        counted[end] = tokens.count(label + text[pos:end])
         return counted[end] <= budget
 
     line_ends = [m.end() for m in _NEWLINE.finditer(text, pos, limit)]
@@ -225,24 +231,24 @@ def _cut(text: str, pos: int, label: str, budget: int, window: int) -> tuple[int
 
 
 def _budget_end(
-    text: str, pos: int, label: str, budget: int, window: int
+    text: str, pos: int, label: str, budget: int, window: int, tokens: Tokens
 ) -> tuple[int, int | None, int]:
     """End of the longest piece from `pos` whose tokens, in the tokenization of a longer
     window, number at most `budget` with the label: a close, usually exact, guess of the
     cut; len(text) when the rest of the text fits, with its tokens (that one is exact,
     else None). Also a window size that fits a piece like this one with some room."""
-    enc = encoding()
+    enc = tokens.encoder
     while True:
         end = min(len(text), pos + window)
-        tokens = enc.encode_ordinary(label + text[pos:end])
-        if len(tokens) > budget:
+        ids = enc.encode_ordinary(label + text[pos:end])
+        if len(ids) > budget:
             break
         if end == len(text):
-            return end, len(tokens), window
+            return end, len(ids), window
         window *= 2
     # characters wholly inside tokens[:budget]: a character split with the next token
     # is incomplete in these bytes and dropped by the lenient decode
-    chars = len(enc.decode_bytes(tokens[:budget]).decode("utf-8", errors="ignore"))
+    chars = len(enc.decode_bytes(ids[:budget]).decode("utf-8", errors="ignore"))
     piece = max(0, chars - len(label))
     return pos + piece, None, max(window // 2, piece + piece // 4 + 64)
 
@@ -276,19 +282,21 @@ def _down_from(guess: int, fits: Callable[[int], bool]) -> int:
 
 
 def pack_records(
-    records: Sequence[dict], budget: int, alone: Sequence[int] | None = None
+    records: Sequence[dict], budget: int, tokens: Tokens, alone: Sequence[int] | None = None
 ) -> list[tuple[list[dict], int]]:
     """Greedy packing of records (each fitting alone) into (records, rendered tokens) chunks.
 
     `alone` are the records' rendered token counts when already known."""
-    return [(list(records[a:b]), t) for a, b, t in _plan(records, budget, alone)]
+    return [(list(records[a:b]), t) for a, b, t in _plan(records, budget, alone, tokens)]
 
 
-def _plan(records: Sequence[dict], budget: int, alone: Sequence[int] | None) -> Bounds:
+def _plan(
+    records: Sequence[dict], budget: int, alone: Sequence[int] | None, tokens: Tokens
+) -> Bounds:
     """pack_records as (first, end, tokens) index ranges; a record is rendered only to be
     counted, never kept."""
     if alone is None:
-        alone = count_many([render_record(r["role"], r["text"]) for r in records])
+        alone = count_many([render_record(r["role"], r["text"]) for r in records], tokens)
     bounds: Bounds = []
     first = acc = joined = 0  # acc: sum of _joined over the chunk; joined: its last record's
     for i, rec in enumerate(records):
@@ -299,43 +307,45 @@ def _plan(records: Sequence[dict], budget: int, alone: Sequence[int] | None) -> 
         if i > first and acc + alone[i] > budget:
             bounds.append((first, i, acc - joined + alone[i - 1]))
             first, acc = i, 0
-        joined = _joined(rec, alone[i])
+        joined = _joined(rec, alone[i], tokens)
         acc += joined
     if len(records) > first:
         bounds.append((first, len(records), acc - joined + alone[len(records) - 1]))
     # a chunk of one record is that record's count, exactly; the others are checked
-    for a, b, tokens in bounds:
-        if b - a > 1 and count_tokens(render_records(records[a:b])) != tokens:
-            return _plan_exact(records, budget)
+    for a, b, n in bounds:
+        if b - a > 1 and tokens.count(render_records(records[a:b])) != n:
+            return _plan_exact(records, budget, tokens)
     return bounds
 
 
-def _joined(record: dict, alone: int) -> int:
+def _joined(record: dict, alone: int, tokens: Tokens) -> int:
     """count(rendered record + SEPARATOR): its own count plus what the separator changes,
     which is decided by the record's last characters."""
     tail = render_record(record["role"], record["text"][-TAIL_CHARS:])[-TAIL_CHARS:]
-    return alone + count_tokens(tail + SEPARATOR) - count_tokens(tail)
+    return alone + tokens.count(tail + SEPARATOR) - tokens.count(tail)
 
 
-def _pack_exact(records: Sequence[dict], budget: int) -> list[tuple[list[dict], int]]:
+def _pack_exact(
+    records: Sequence[dict], budget: int, tokens: Tokens
+) -> list[tuple[list[dict], int]]:
     """Greedy packing counting every candidate chunk in full: the slow, assumption-free path."""
-    return [(list(records[a:b]), t) for a, b, t in _plan_exact(records, budget)]
+    return [(list(records[a:b]), t) for a, b, t in _plan_exact(records, budget, tokens)]
 
 
-def _plan_exact(records: Sequence[dict], budget: int) -> Bounds:
+def _plan_exact(records: Sequence[dict], budget: int, tokens: Tokens) -> Bounds:
     bounds: Bounds = []
-    first = tokens = 0
+    first = n = 0
     for i in range(len(records)):
-        candidate = count_tokens(render_records(records[first : i + 1]))
+        candidate = tokens.count(render_records(records[first : i + 1]))
         if i > first and candidate > budget:
-            bounds.append((first, i, tokens))
-            first, candidate = i, count_tokens(render_records(records[i : i + 1]))
-        tokens = candidate
+            bounds.append((first, i, n))
+            first, candidate = i, tokens.count(render_records(records[i : i + 1]))
+        n = candidate
     if len(records) > first:
-        bounds.append((first, len(records), tokens))
+        bounds.append((first, len(records), n))
     return bounds
 
 
-def count_many(texts: Sequence[str]) -> list[int]:
+def count_many(texts: Sequence[str], tokens: Tokens) -> list[int]:
     # tiktoken's batch API runs threads, but the encoder holds the GIL: measured no faster
-    return [count_tokens(t) for t in texts]
+    return [tokens.count(t) for t in texts]

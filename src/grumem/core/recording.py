@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from grumem.core.json_text import loads, sha256_bytes, sha256_text
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads, sha256_bytes, sha256_text
+
+if TYPE_CHECKING:
+    from os import PathLike
 
 
 def stored_body(raw: bytes) -> dict[str, str]:
@@ -49,7 +51,7 @@ def response_bytes(response: dict[str, Any]) -> bytes | None:
     return raw
 
 
-def check_request(path: str | os.PathLike[str], line: int | None, request: dict[str, Any]) -> str:
+def check_request(path: str | PathLike[str], line: int | None, request: dict[str, Any]) -> str:
     """The recorded request body, after checking it against its sha256."""
     body = request["body"]
     if sha256_text(body) != request["sha256"]:
@@ -65,7 +67,7 @@ def check_request(path: str | os.PathLike[str], line: int | None, request: dict[
 
 
 def check_response(
-    path: str | os.PathLike[str], line: int | None, response: dict[str, Any]
+    path: str | PathLike[str], line: int | None, response: dict[str, Any]
 ) -> bytes | None:
     """The recorded response body's raw bytes, after checking them against their sha256."""
     try:
@@ -109,7 +111,7 @@ def chat_content(body: str | bytes) -> tuple[str, str | None]:
 
 
 def recorded_content(
-    path: str | os.PathLike[str], line: int | None, response: dict[str, Any] | None
+    path: str | PathLike[str], line: int | None, response: dict[str, Any] | None
 ) -> str | None:
     """The assistant text of a recorded response, derived from its sha-checked body;
     None when the body holds no chat content (a failure, recorded as such)."""

@@ -1,10 +1,9 @@
 """A project's units and their shards, as the workflow's input functions see them.
 
-Snakemake calls a rule's input functions once per job. Each one used to
-re-glob and re-sort the whole project, so a dry run grew as jobs x files
-(issue 16: 5,000 transcripts took 254 s). The workflow now builds one
-ProjectShards per project and run (functools.cache in common.smk) and every
-input function is a lookup in it.
+Snakemake calls a rule's input functions once per job: one that globbed and
+sorted the whole project would make a dry run grow as jobs x files. The
+workflow builds one ProjectShards per project and run (functools.cache in
+common.smk) and every input function is a lookup in it.
 
 Two shard rules (config `shard_rule`), both over the source files in sorted order:
 
@@ -30,9 +29,9 @@ corpus rows (not their bytes), so changing a project's rule reorders its corpus.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from types import MappingProxyType
 
 from grumem.core.units import unit_names
@@ -43,6 +42,9 @@ SHARD_RULES = ("sorted", "stable")
 CAP_FACTOR = 4
 NAME_DIGITS = 12
 GLOB_MAGIC = frozenset("*?[")
+# glob patterns, the paths their matches have and the chunk paths made here
+# (results/<project>/chunks/<unit>) are POSIX paths
+SEP = "/"
 
 
 @dataclass(frozen=True)
@@ -91,19 +93,27 @@ def shard_names(count: int, shard_size: int) -> list[str]:
 
 def glob_root(pattern: str) -> str:
     """The directory of a glob pattern before its first wildcard: `t/**/*.jsonl` -> `t`."""
-    parts = pattern.split(os.sep)
+    parts = pattern.split(SEP)
     fixed: list[str] = []
     for part in parts[:-1]:
         if GLOB_MAGIC & set(part):
             break
         fixed.append(part)
-    return os.sep.join(fixed)
+    return SEP.join(fixed)
 
 
 def file_key(path: str, root: str) -> str:
     """What the `stable` rule hashes: the path below the glob's root, so that a
-    project moved to another directory keeps its shards."""
-    return os.path.relpath(path, root) if root else path
+    project moved to another directory keeps its shards.
+
+    Computed on the strings (no working directory is read): every match of a
+    glob starts with the pattern's root."""
+    if not root:
+        return path
+    below, top = PurePosixPath(path), PurePosixPath(root)
+    if not below.is_relative_to(top):
+        raise GrumemError(f"{path}: not below {root}, the root of the glob it matched")
+    return str(below.relative_to(top))
 
 
 def key_hash(key: str) -> str:

@@ -1,23 +1,18 @@
 """The GRU-Mem prompt (card 003): the paper's Figure 10a template, filled in one pass.
 
-`templates/gru-mem.txt` is the card's block byte for byte. One deviation from
-the card's fenced block: the file has no trailing newline, so the user
-message ends with `</section>` exactly (the newline in the card is the end of
-the code fence's last line, not part of the prompt).
+`templates/gru-mem.txt` is the card's block byte for byte (grumem.io.template_files
+reads it). One deviation from the card's fenced block: the file has no trailing
+newline, so the user message ends with `</section>` exactly (the newline in the
+card is the end of the code fence's last line, not part of the prompt).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from grumem.core.tokens import count_tokens_cached, count_tokens_within
+from grumem.core.tokens import Tokens
 from grumem.errors import BudgetError, TemplateError
-from grumem.io.paths import TEMPLATES_DIR
-
-DEFAULT_TEMPLATE = TEMPLATES_DIR / "gru-mem.txt"
 
 # The paper's own case studies show this exact string at t=1. An empty
 # <memory></memory> would tell the model "memory exists and is empty".
@@ -42,22 +37,12 @@ class Budget:
         return cls(**(cfg or {}))
 
 
-def load_template(
-    path: str | os.PathLike[str] = DEFAULT_TEMPLATE, slots: tuple[str, ...] = SLOTS
-) -> str:
-    """Read a template and check it has each of `slots` exactly once."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise TemplateError(f"{path}: is a directory, not a template file") from None
-    except OSError as e:
-        raise TemplateError(f"{path}: cannot read the template: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise TemplateError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+def check_slots(text: str, where: str, slots: tuple[str, ...] = SLOTS) -> str:
+    """`text` once it has each of `slots` exactly once; a TemplateError naming `where`."""
     for slot in slots:
         n = text.count("{" + slot + "}")
         if n != 1:
-            raise TemplateError(f"{path}: slot {{{slot}}} appears {n} times, expected once")
+            raise TemplateError(f"{where}: slot {{{slot}}} appears {n} times, expected once")
     return text
 
 
@@ -85,20 +70,13 @@ class Prompt:
 
 @dataclass(frozen=True)
 class PromptBuilder:
-    """Builds `(system, user)` for one turn and checks the budget before anything is sent."""
+    """Builds `(system, user)` for one turn and checks the budget before anything is sent;
+    `tokens` counts (grumem.io.template_files.load_prompt_builder reads a template file)."""
 
     template: str
     system: str | None = None
     budget: Budget = Budget()
-
-    @classmethod
-    def from_file(
-        cls,
-        path: str | os.PathLike[str] = DEFAULT_TEMPLATE,
-        system: str | None = None,
-        budget: Budget | None = None,
-    ) -> PromptBuilder:
-        return cls(load_template(path), system, budget or Budget())
+    tokens: Tokens = field(kw_only=True, compare=False)
 
     def split(self, question: str, section: str) -> tuple[str, str]:
         """The user message around the memory slot: user = prefix + memory + suffix.
@@ -124,16 +102,17 @@ class PromptBuilder:
 
     def count(self, question: str, section: str, memory: str | None) -> dict[str, int]:
         # user = the template filled around the section: the section and the whole are
-        # counted together (count_tokens_within), the parts that repeat once per run
+        # counted together (count_within), the parts that repeat once per job
         head, _, tail = self.template.partition("{chunk}")
         values = {"prompt": question, "memory": memory_text(memory)}
-        section_tokens, user_tokens = count_tokens_within(
+        section_tokens, user_tokens = self.tokens.count_within(
             fill(head, values), section, fill(tail, values)
         )
-        system = count_tokens_cached(self.system) if self.system else 0
+        cached = self.tokens.count_cached
+        system = cached(self.system) if self.system else 0
         return {
-            "question": count_tokens_cached(question),
-            "memory": count_tokens_cached(memory_text(memory)),
+            "question": cached(question),
+            "memory": cached(memory_text(memory)),
             "section": section_tokens,
             "system": system,
             "total": user_tokens + system,

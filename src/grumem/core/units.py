@@ -8,12 +8,15 @@ a name may look like: a plain entry of results/, never a path or a dot file.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from grumem.errors import GrumemError
+
+if TYPE_CHECKING:
+    from os import PathLike
 
 # no path separator and no leading dot: a unit stays a plain entry of results/
 UNIT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
@@ -21,11 +24,11 @@ _UNIT = re.compile(UNIT_PATTERN)
 _OTHER = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def unit_name(path: str | os.PathLike[str]) -> str:
+def unit_name(path: str | PathLike[str]) -> str:
     """The file's name when the constraint accepts it; otherwise a readable ASCII
     rendering of it plus a hash of the exact name, so that names which render
     alike (`é.jsonl`, `è.jsonl`, two Chinese names) stay distinct."""
-    name = Path(path).name
+    name = PurePath(path).name
     if _UNIT.fullmatch(name):
         return name
     slug = _OTHER.sub("_", name).lstrip("_.-")
@@ -33,16 +36,12 @@ def unit_name(path: str | os.PathLike[str]) -> str:
     return f"{slug}-{digest}" if slug else f"u-{digest}"
 
 
-def is_unit_name(name: str) -> bool:
-    return _UNIT.fullmatch(name) is not None
-
-
 def unit_names(
-    project: str | None, paths: Iterable[str], under: str | os.PathLike[str] | None = None
+    project: str | None, paths: Iterable[str], under: str | PathLike[str] | None = None
 ) -> dict[str, str]:
     """unit name -> file; two files with one name would share a directory `under`
     (default results/<project>/chunks)."""
-    where = Path(under) if under is not None else Path("results", str(project), "chunks")
+    where = PurePath(under) if under is not None else PurePath("results", str(project), "chunks")
     prefix = f"project {project}: " if project else ""
     units: dict[str, str] = {}
     for path in paths:

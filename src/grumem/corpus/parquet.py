@@ -3,7 +3,6 @@ reward_model, extra_info) and a sink that writes it one row group at a time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import IO, Any
 
 import pyarrow as pa
@@ -130,9 +129,8 @@ class ParquetSink:
     def add_trajectory(
         self, data_source: str, ability: str, traj: dict[str, Any], first_index: int
     ) -> None:
-        """A trajectory's verl rows (as parquet_rows gives them, built as columns: a
-        row's dict would cost more than the row); `first_index` is its first row's
-        place in the file."""
+        """A trajectory's verl rows, built as columns (a row's dict would cost more than
+        the row); `first_index` is its first row's place in the file."""
         turns = traj["turns"]
         cols = trajectory_columns(data_source, ability, traj, first_index)
         start = 0
@@ -195,7 +193,8 @@ class ParquetSink:
 def trajectory_columns(
     data_source: str, ability: str, traj: dict[str, Any], first_index: int
 ) -> dict[str, list[Any]]:
-    """The values of parquet_rows(...) by leaf column (prompt aside), one per turn."""
+    """A trajectory's verl rows by leaf column of PARQUET_SCHEMA (prompt aside), one
+    value per turn."""
     turns = traj["turns"]
     n = len(turns)
     failures = sum(not ask["parsed"] for turn in turns for ask in (*turn["earlier_asks"], turn))
@@ -242,72 +241,6 @@ _PER_TRAJECTORY = (
     "t_last_evidence",
     *TRAJECTORY_FIELDS,
 )
-
-
-def parquet_rows(
-    data_source: str, ability: str, traj: dict[str, Any], first_index: int
-) -> Iterator[tuple[dict[str, Any], int]]:
-    """A trajectory's verl rows with their sizes; `first_index` is its first row's
-    place in the file."""
-    exit_gates = [turn["exit_gate"] for turn in traj["turns"]]
-    # r_format of a new answer to turn t also needs every other recorded ask
-    failures = sum(
-        not ask["parsed"] for turn in traj["turns"] for ask in (*turn["earlier_asks"], turn)
-    )
-    for i, turn in enumerate(traj["turns"]):
-        others_parsed = failures - (not turn["parsed"]) == 0
-        row = parquet_row(
-            data_source, ability, traj, turn, first_index + i, exit_gates, others_parsed
-        )
-        yield row, row_size(turn)
-
-
-def parquet_row(
-    data_source: str,
-    ability: str,
-    traj: dict[str, Any],
-    turn: dict[str, Any],
-    index: int,
-    exit_gates: list[bool | None],
-    other_asks_parsed: bool,
-) -> dict[str, Any]:
-    """One turn's verl row; `index` (verl's extra_info.index) is its place in the file,
-    `exit_gates` the trajectory's recorded exit gates and `other_asks_parsed` whether
-    every ask of the trajectory but this turn's answer parsed."""
-    return {
-        "data_source": data_source,
-        "prompt": turn["prompt"],
-        "ability": ability,
-        "reward_model": {"style": "rule", "ground_truth": "yes" if turn["label"] else "no"},
-        "extra_info": {
-            "split": "train",
-            "index": index,
-            "trajectory_id": traj["trajectory_id"],
-            "t": turn["t"],
-            "chunk_sha": turn["chunk_sha"],
-            "label": turn["label"],
-            "response": turn["response"],
-            "r_update": turn["r_update"],
-            "r_exit": traj["r_exit"],
-            "r_exit_reason": traj["r_exit_reason"],
-            "r_format": traj["r_format"],
-            "r_outcome": traj["r_outcome"],
-            "t_exit": traj["t_exit"],
-            "t_last_evidence": traj["t_last_evidence"],
-            "parsed": turn["parsed"],
-            "update_gate": turn["update_gate"],
-            "exit_gate": turn["exit_gate"],
-            "attempt": turn["attempt"],
-            "asks": turn["asks"],
-            "request_sha256": turn["request_sha256"],
-            "response_model": turn["response_model"],
-            **{name: traj[name] for name in TRAJECTORY_FIELDS},
-            "aborted": traj["aborted"] is not None,
-            "exit_gates": exit_gates,
-            "other_asks_parsed": other_asks_parsed,
-            **{name: turn[name] for name in ADVANTAGES},
-        },
-    }
 
 
 def row_size(turn: dict[str, Any]) -> int:

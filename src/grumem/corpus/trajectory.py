@@ -7,6 +7,8 @@ from typing import Any
 
 import fastjsonschema
 
+from grumem.core.evidence import Labels
+from grumem.core.json_text import dumps_bytes_where
 from grumem.core.rewards import TurnGates, score_trajectory
 from grumem.corpus.log_reader import (
     TRAJECTORY_FIELDS,
@@ -16,8 +18,7 @@ from grumem.corpus.log_reader import (
     response_text,
 )
 from grumem.errors import GrumemError, RecordError, RecordShapeError
-from grumem.io.jsonl import dumps_bytes_where, fast_validator
-from grumem.io.labels import Labels
+from grumem.io.jsonl import fast_validator
 from grumem.records.trajectory import Trajectory
 
 MISSING_SHOWN = 5

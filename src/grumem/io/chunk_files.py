@@ -1,59 +1,18 @@
-"""Chunk files: reading, validating, and rendering a chunk as the prompt shows it."""
+"""Chunk files and manifests: reading and validating them (a chunk's rendering is
+grumem.core.chunk_text's)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from grumem.core.chunk_text import Chunk
+from grumem.core.json_text import loads
 from grumem.errors import NestingError, RecordError
-from grumem.io.jsonl import loads, open_input, sha256_text
+from grumem.io.jsonl import open_input
 from grumem.io.typed import checked_document, read_checked
 from grumem.records.chunk import ChunkLine, ChunkManifest
-
-# The model tells a tool result from a decision by these labels (card 003).
-ROLE_LABELS: dict[str, str] = {
-    "user": "[User]",
-    "assistant": "[Assistant]",
-    "tool_result": "[ToolResult]",
-    "system": "[System]",
-}
-
-
-@dataclass(frozen=True)
-class Chunk:
-    session: str
-    index: int
-    records: tuple[dict, ...]
-    path: str = ""
-    line: int = 0
-
-    @property
-    def t(self) -> int:
-        return self.index + 1
-
-    @property
-    def text(self) -> str:
-        return render_records(self.records)
-
-    @property
-    def sha(self) -> str:
-        return chunk_sha(self.records)
-
-
-def render_record(role: str, text: str) -> str:
-    return f"{ROLE_LABELS[role]} {text}"
-
-
-def render_records(records: Sequence[dict]) -> str:
-    """Each record as `[Role] text`, records separated by one blank line."""
-    return "\n\n".join(render_record(r["role"], r["text"]) for r in records)
-
-
-def chunk_sha(records: Sequence[dict]) -> str:
-    """sha256 of the rendered chunk: exactly the bytes that fill `{chunk}`."""
-    return sha256_text(render_records(records))
 
 
 def read_chunk_file(path: str | os.PathLike[str]) -> list[Chunk]:
@@ -100,7 +59,7 @@ def manifest_chunks(path: str | os.PathLike[str]) -> list[str]:
 def expand_chunk_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     """Files as given; a directory stands for the *.jsonl files in it, sorted; a
     `.json` file is a chunk manifest and stands for the chunk files it lists (the
-    workflow passes a shard's manifest, not its thousands of paths: issue 16)."""
+    workflow passes a shard's manifest, not its thousands of paths)."""
     out: list[str] = []
     for p in paths:
         p = Path(p)

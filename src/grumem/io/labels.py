@@ -1,37 +1,14 @@
-"""Evidence labels (M5.1): one `{query_id, chunk_sha, evidence, annotator}` per pair.
-
-Labels join to turns by `(query_id, chunk_sha)` and never by `t`: a session
-that is re-chunked keeps its turn numbers but not its shas, and a join by `t`
-would silently pair every turn with another chunk's label.
-"""
+"""A label file read (M5.1): one `{query_id, chunk_sha, evidence, annotator}` a line,
+into grumem.core.evidence.Labels."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
+from grumem.core.evidence import LabelKey, Labels
 from grumem.errors import RecordError
 from grumem.io.typed import read_records
 from grumem.records.label import Label
-
-Pair = tuple[str, str]  # (query_id, chunk_sha)
-
-
-@dataclass(frozen=True)
-class Labels:
-    """Evidence per (query_id, chunk_sha), read from one file."""
-
-    path: str
-    evidence: dict[Pair, bool]
-    # each annotator named in the file -> its first line (κ checks independence)
-    annotators: dict[str, int] = field(default_factory=dict)
-
-    def get(self, query_id: str, chunk_sha: str) -> bool | None:
-        """The label of the pair, or None when the file has none."""
-        return self.evidence.get((query_id, chunk_sha))
-
-    def __len__(self) -> int:
-        return len(self.evidence)
 
 
 def load_labels(path: str | os.PathLike[str]) -> Labels:
@@ -43,8 +20,8 @@ def load_labels(path: str | os.PathLike[str]) -> Labels:
     without removing the old line.
     """
     path = str(path)
-    evidence: dict[Pair, bool] = {}
-    first_line: dict[Pair, int] = {}
+    evidence: dict[LabelKey, bool] = {}
+    first_line: dict[LabelKey, int] = {}
     annotators: dict[str, int] = {}
     for line, rec in read_records(path, Label):
         pair = (rec.query_id, rec.chunk_sha)

@@ -1,16 +1,16 @@
 """What every job would otherwise rebuild at start-up, kept across processes.
 
-Every stage job is a fresh process. Two things it needs took most of a small
+Every stage job is a fresh process. Two things it needs are most of a small
 job's start-up: fastjsonschema's validator of each schema it reads or writes
-(generated and compiled: ~10 ms a schema) and tiktoken's ranks (a 1.7 MB text
-file of base64, ~0.15 s to parse). Each is made once and kept under the user
+(generated and compiled) and tiktoken's ranks (a 1.7 MB text file of base64,
+parsed). Each is made once and kept under the user
 cache directory as marshal data, named by the sha256 of everything it is made
 from (the schema, the generator's and fastjsonschema's versions, the ranks
 file's sha256, Python's bytecode version): a changed input is another name, so
 a stale entry is never found.
 
 It is only a cache: an entry that cannot be read is made again, and a
-directory that cannot be written means making it in memory, as before.
+directory that cannot be written means making it in memory, every job.
 """
 
 from __future__ import annotations

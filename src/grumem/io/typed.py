@@ -20,17 +20,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from grumem.core.json_text import MAX_JSON_DEPTH, check_no_lone_surrogate, json_line
 from grumem.errors import RecordError
-from grumem.io.jsonl import (
-    MAX_JSON_DEPTH,
-    atomic_writer,
-    check_no_lone_surrogate,
-    checked,
-    iter_json_lines,
-    json_line,
-    open_input,
-    validate,
-)
+from grumem.io.jsonl import atomic_writer, checked, iter_json_lines, open_input, validate
 from grumem.records import schema_name
 from grumem.records.base import JsonObject, Record, decoder, shape_error
 

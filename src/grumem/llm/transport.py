@@ -185,24 +185,31 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 proxy=self._proxy(request.url),
             ) as response:
                 body = await _read_capped(response, cap)
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode()
-        # the body is decoded already: httpx2 must not decode it a second time (an
-        # encoding aiohttp leaves, such as "gzip, gzip", then fails as not JSON)
-        headers = [(k, v) for k, v in response.raw_headers if k.lower() != b"content-encoding"]
-        return httpx2.Response(
-            status_code=response.status,
-            headers=headers,
-            content=body,
-            request=request,
-            extensions=extensions,
-        )
+        return _as_httpx2(request, response, body)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _as_httpx2(
+    request: httpx2.Request, response: aiohttp.ClientResponse, body: bytes
+) -> httpx2.Response:
+    """The httpx2 response to `request` of aiohttp's `response`, its `body` read whole."""
+    extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+    if response.reason:
+        extensions["reason_phrase"] = response.reason.encode()
+    # the body is decoded already: httpx2 must not decode it a second time (an
+    # encoding aiohttp leaves, such as "gzip, gzip", then fails as not JSON)
+    headers = [(k, v) for k, v in response.raw_headers if k.lower() != b"content-encoding"]
+    return httpx2.Response(
+        status_code=response.status,
+        headers=headers,
+        content=body,
+        request=request,
+        extensions=extensions,
+    )
 
 
 async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:

@@ -46,10 +46,11 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import IO, Any
 
-from grumem.core.template import DEFAULT_TEMPLATE, load_template, memory_text
+from grumem.core.template import memory_text
 from grumem.corpus.log_reader import LogReader, LogTrajectory, group_trajectories
 from grumem.errors import RecordError
 from grumem.io.jsonl import atomic_writer, read_jsonl_fast
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 
 VIEWER = "viewer.html"
 DEFAULT_MAX_TRAJECTORIES = 500

@@ -4,7 +4,7 @@ statistics of each file go to stderr, the job's log.
 Two layouts: `--out DIR` puts every session of every file in DIR; `--units-under
 ROOT` gives each transcript its own directory ROOT/<unit name> (grumem.core.units), the
 layout of the workflow, whose `chunk` job turns a whole shard of transcripts into
-their directories (issue 16: O(shards) jobs, not O(sessions)) and lists what it
+their directories (jobs grow with shards, not with sessions) and lists what it
 wrote in `--manifest`."""
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 
 from grumem.core.packing import plan_session
+from grumem.core.tokens import Tokens
 from grumem.core.units import unit_names
 from grumem.errors import GrumemError
 from grumem.io.jsonl import write_json, write_jsonl
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.io.typed import checked_document
 from grumem.records.chunk import ChunkManifest
 from grumem.transcripts import read_transcript
@@ -49,8 +51,9 @@ def main(args: argparse.Namespace) -> int:
     }
     written: dict[tuple[Path, str], str] = {}  # (directory, session id) -> its transcript
     manifest: list[dict[str, object]] = []
+    tokens = cl100k_tokens()
     for file, out in zip(args.files, dirs, strict=True):
-        chunk_files = chunk_file(file, out, args, options, written)
+        chunk_files = chunk_file(file, out, args, options, written, tokens)
         manifest.append({"transcript": file, "directory": str(out), "chunks": chunk_files})
     if args.manifest is not None:
         document = {"transcripts": manifest}
@@ -65,6 +68,7 @@ def chunk_file(
     args: argparse.Namespace,
     options: dict[str, str | None],
     written: dict[tuple[Path, str], str],
+    tokens: Tokens,
 ) -> list[str]:
     """One transcript's sessions -> their chunk files in `out`; the files written.
 
@@ -90,7 +94,7 @@ def chunk_file(
             continue
         # chunks are made as they are written: a long record's parts are never all
         # held beside it
-        result = plan_session(s.id, s.records, args.budget)
+        result = plan_session(s.id, s.records, args.budget, tokens)
         write_jsonl(out / f"{s.id}.jsonl", result.chunks(), "chunk")
         chunk_files.append(str(out / f"{s.id}.jsonl"))
         print(

@@ -40,10 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from grumem.config.settings import settings_from_args
 from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.evidence import Labels
 from grumem.corpus.advantage_table import AdvantageTable, Scores
-from grumem.corpus.calibration_gate import check_calibration
 from grumem.corpus.card import CARD, card_text
+from grumem.corpus.kappa_gate import check_kappa
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.parquet import PARQUET_SCHEMA, ParquetSink
 from grumem.corpus.summary import Summary, format_summary
@@ -57,7 +59,7 @@ from grumem.corpus.trajectory import (
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import atomic_files, sha256_file
-from grumem.io.labels import Labels, load_labels
+from grumem.io.labels import load_labels
 from grumem.io.typed import checked_document
 from grumem.records.summary import CorpusSummary
 
@@ -90,7 +92,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     for what, p in (("log", inputs.log), ("labels", inputs.labels)):
         if not os.path.exists(p):
             raise GrumemError(f"{what} file {p} does not exist")
-    kappa = check_calibration(inputs.kappa, inputs.labels, inputs.min_kappa)
+    kappa = check_kappa(inputs.kappa, inputs.labels, inputs.min_kappa)
     labels = load_labels(inputs.labels)
     sessions = session_chunk_shas(inputs.chunks) if inputs.chunks else None
 
@@ -204,17 +206,22 @@ def session_chunk_shas(paths: Sequence[str]) -> dict[str, list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     """`grumem export`: the corpus; its summary to stderr (the job's log)."""
+    s = settings_from_args(args)["export"]
+    weights = s["return_weights"]
+    # floats, as the schema's `number` may be written 1: min_kappa goes into summary.json
     summary = export(
         ExportInputs(
             log=args.turn_log,
             labels=args.labels,
             kappa=args.kappa,
             out_dir=args.out_dir,
-            min_kappa=args.min_kappa,
-            data_source=args.data_source,
+            min_kappa=float(s["min_kappa"]),
+            data_source=s["data_source"],
             chunks=tuple(args.chunks),
-            alpha=args.alpha,
-            return_weights=ReturnWeights(args.w_r_update, args.w_r_exit, args.w_r_format),
+            alpha=float(s["alpha"]),
+            return_weights=ReturnWeights(
+                float(weights["r_update"]), float(weights["r_exit"]), float(weights["r_format"])
+            ),
             template=args.template,
         )
     )

@@ -12,10 +12,11 @@ import sys
 from collections.abc import Iterator
 from itertools import groupby
 
+from grumem.core.json_text import loads
 from grumem.core.loop import interpret, memory_after, user_message
 from grumem.core.recording import check_request, check_response
+from grumem.core.tokens import Tokens
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads
 from grumem.io.typed import read_records
 from grumem.records.prompt import PromptRecord
 from grumem.records.response import AbortRecord, ExchangeRecord, ResponseRecord
@@ -29,6 +30,7 @@ def regate(
     prompts_path: str | os.PathLike[str],
     responses_path: str | os.PathLike[str],
     memory_budget: int | None = None,
+    tokens: Tokens | None = None,
 ) -> Iterator[dict]:
     """Re-parse every recorded ask strictly, checking the recording as it goes.
 
@@ -48,7 +50,7 @@ def regate(
             if rec.t > t_seen:
                 turn_memory, t_seen = memory, rec.t
             _check_exchange(responses_path, line, rec, prompts, turn_memory)
-            gate = interpret(rec.response, memory_budget)
+            gate = interpret(rec.response, memory_budget, tokens)
             # every ask of a turn starts from the same memory; the last ask decides
             memory = memory_after(turn_memory, gate)
             yield {
@@ -96,8 +98,10 @@ def main(args: argparse.Namespace) -> int:
     """`grumem gates`: every recorded ask of a shard re-parsed strictly."""
     from grumem.config.settings import settings_from_args
     from grumem.io.jsonl import write_jsonl
+    from grumem.io.tokenizer import cl100k_tokens
 
     memory_budget = settings_from_args(args)["budget"]["memory"]
-    n = write_jsonl(args.out, regate(args.prompts, args.responses, memory_budget), "gate")
+    gates = regate(args.prompts, args.responses, memory_budget, cl100k_tokens())
+    n = write_jsonl(args.out, gates, "gate")
     print(f"gates: {n} asks re-parsed into {args.out}", file=sys.stderr)
     return 0

@@ -3,7 +3,7 @@
 Every (query_id, chunk_sha) of the given chunk files is judged once: a chunk
 that several sessions share (same rendered text, same sha) is one pair per
 query, whichever session it came from. The judge sees the question and the
-chunk rendered exactly as the memory agent sees it (grumem.io.chunk_files), through
+chunk rendered exactly as the memory agent sees it (grumem.core.chunk_text), through
 templates/judge.txt, and answers `<think>…</think><evidence>yes|no</evidence>`.
 
 Requests go through the same job setup (grumem.llm.job) and recording client
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,23 +32,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from grumem.config.settings import (
-    connection_from_json,
-    load_config,
     load_queries,
-    settings_from_json,
-    validate_config,
+    settings_from_args,
 )
+from grumem.core.chunk_text import distinct_chunks
 from grumem.core.gate_parser import MAX_RAW
+from grumem.core.grammar import grammar_fields
+from grumem.core.judge_counts import format_judge_counts, judge_counts
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, check_response
-from grumem.core.template import Budget, check_budget, fill, load_template
-from grumem.core.tokens import count_tokens
-from grumem.errors import BudgetError, GrumemError, ParseError, RecordError, TemplateError
-from grumem.io.chunk_files import Chunk, iter_sessions
-from grumem.io.jsonl import stdlib_loads, write_jsonl
+from grumem.core.template import Budget, check_budget, fill
+from grumem.core.tokens import Tokens
+from grumem.errors import BudgetError, GrumemError, ParseError, TemplateError
+from grumem.io.chunk_files import iter_sessions
+from grumem.io.jsonl import write_jsonl
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.progress import Progress
-from grumem.llm.grammar import grammar_fields
+from grumem.io.template_files import load_template
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 
@@ -84,40 +84,6 @@ def judge_prompt(template: str, question: str, chunk_text: str) -> str:
 
 
 # ------------------------------------------------------------------ settings
-
-
-def settings_from_args(args: Any) -> dict[str, Any]:
-    """`llm`, `budget` and the project's `labels` section, validated, defaults filled.
-
-    `--settings` is the JSON a rule passes: the config sections `llm` and
-    `budget` (others such as `loop` are accepted and ignored) plus `labels`,
-    the project's labels section. `--config` reads them from a config.yaml;
-    `--connection` overrides the llm connection settings of either."""
-    connection = connection_from_json(getattr(args, "connection", None))
-    if args.settings is not None:
-        try:
-            data = stdlib_loads(args.settings)
-        except json.JSONDecodeError as e:
-            raise RecordError("--settings", None, None, f"bad JSON: {e}") from None
-        if not isinstance(data, dict) or "labels" not in data:
-            raise RecordError(
-                "--settings", None, "labels", "missing: pass the project's labels section"
-            )
-        labels = data.pop("labels")
-        settings = settings_from_json(json.dumps(data), connection=connection)
-        project = {"chunks": "", "queries": "", "labels": labels}
-        checked = validate_config({"projects": {args.project: project}}, "--settings")
-        settings["labels"] = checked["projects"][args.project]["labels"]
-        return settings
-    config = load_config(args.config)
-    projects = config.pop("projects")
-    if args.project not in projects:
-        raise GrumemError(
-            f"{args.config}: no project {args.project!r} (projects: {', '.join(sorted(projects))})"
-        )
-    config["labels"] = projects[args.project]["labels"]
-    config["llm"].update(connection)
-    return config
 
 
 @dataclass(frozen=True)
@@ -179,19 +145,11 @@ def think_chars(max_tokens: int) -> int:
 # ------------------------------------------------------------------ pairs
 
 
-def distinct_chunks(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[Chunk]:
-    """Each chunk sha once, at its first occurrence in file and session order, streaming."""
-    seen: set[str] = set()
-    for _, chunks in iter_sessions(chunk_paths):
-        for chunk in chunks:
-            sha = chunk.sha
-            if sha not in seen:
-                seen.add(sha)
-                yield chunk
-
-
 @dataclass(frozen=True)
-class Pair:
+class PairToJudge:
+    """One (query, chunk) to judge: the question and the rendered chunk, with their
+    token counts (each counted once, however many pairs share it)."""
+
     query_id: str
     question: str
     question_tokens: int
@@ -201,22 +159,24 @@ class Pair:
 
 
 def iter_pairs(
-    chunk_paths: Sequence[str | os.PathLike[str]], queries: Sequence[Mapping[str, str]]
-) -> Iterator[Pair]:
+    chunk_paths: Sequence[str | os.PathLike[str]],
+    queries: Sequence[Mapping[str, str]],
+    tokens: Tokens,
+) -> Iterator[PairToJudge]:
     """Every (query, distinct chunk), chunk by chunk; token counts computed once each."""
-    question_tokens = {q["id"]: count_tokens(q["question"]) for q in queries}
-    for chunk in distinct_chunks(chunk_paths):
+    question_tokens = {q["id"]: tokens.count(q["question"]) for q in queries}
+    for chunk in distinct_chunks(iter_sessions(chunk_paths)):
         text = chunk.text
-        tokens = count_tokens(text)
+        n = tokens.count(text)
         for q in queries:
-            yield Pair(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, tokens)
+            yield PairToJudge(q["id"], q["question"], question_tokens[q["id"]], chunk.sha, text, n)
 
 
 # ------------------------------------------------------------------ judging
 
 
 def _unjudged(
-    pair: Pair,
+    pair: PairToJudge,
     reason: str,
     request_sha: str | None,
     parse_error: dict[str, str] | None = None,
@@ -233,17 +193,22 @@ def _unjudged(
 
 
 async def judge_pair(
-    client: Any, pair: Pair, s: JudgeSettings, template: str, progress: Progress
+    client: Any,
+    pair: PairToJudge,
+    s: JudgeSettings,
+    template: str,
+    progress: Progress,
+    tokens: Tokens,
 ) -> tuple[str, dict[str, Any]]:
     """("label", label record) or ("unjudged", side-file record) for one pair."""
     user = judge_prompt(template, pair.question, pair.chunk_text)
-    tokens = {
+    counts = {
         "question": pair.question_tokens,
         "section": pair.chunk_tokens,
-        "total": count_tokens(user),
+        "total": tokens.count(user),
     }
     try:
-        check_budget(s.budget, tokens, s.max_tokens)
+        check_budget(s.budget, counts, s.max_tokens)
     except BudgetError as e:
         return "unjudged", _unjudged(pair, "budget", None, detail=str(e))
     body = build_body(s.model, [{"role": "user", "content": user}], s.sampling, s.grammar)
@@ -285,11 +250,12 @@ async def judge_pair(
 
 async def judge_all(
     client: Any,
-    pairs: Iterator[Pair],
+    pairs: Iterator[PairToJudge],
     s: JudgeSettings,
     template: str,
     progress: Progress,
     workers: int,
+    tokens: Tokens,
     report_every: float = 5.0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Judge a stream of pairs with `workers` requests at most in flight; the client's
@@ -297,7 +263,7 @@ async def judge_all(
     labels: list[dict[str, Any]] = []
     unjudged: list[dict[str, Any]] = []
     # a bounded queue: only the pairs about to be sent are in memory, not the corpus
-    queue: asyncio.Queue[Pair | None] = asyncio.Queue(maxsize=2 * workers)
+    queue: asyncio.Queue[PairToJudge | None] = asyncio.Queue(maxsize=2 * workers)
 
     async def produce() -> None:
         for pair in pairs:
@@ -307,7 +273,7 @@ async def judge_all(
 
     async def work() -> None:
         while (pair := await queue.get()) is not None:
-            kind, record = await judge_pair(client, pair, s, template, progress)
+            kind, record = await judge_pair(client, pair, s, template, progress, tokens)
             (labels if kind == "label" else unjudged).append(record)
             progress.parsed += kind == "label"
             progress.dropped += kind != "label"
@@ -348,14 +314,17 @@ def run(
     s = JudgeSettings.from_settings(settings)
     template = load_judge_template(template_path)
     queries = load_queries(queries_path)
-    n_chunks = sum(1 for _ in distinct_chunks(chunk_paths))  # a first pass, for the total
+    n_chunks = sum(
+        1 for _ in distinct_chunks(iter_sessions(chunk_paths))
+    )  # a first pass, for the total
     progress = Progress(n_chunks * len(queries), label, (), "pairs", "unlabelled")
-    pairs = iter_pairs(chunk_paths, queries)
+    tokens = cl100k_tokens()
+    pairs = iter_pairs(chunk_paths, queries, tokens)
     outputs = [out_path, unjudged_path]
     with llm_job(s.llm, s.base_url, outputs, progress, log_path, max_in_flight) as job:
 
         async def work(client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            return await judge_all(client, pairs, s, template, progress, client.concurrency)
+            return await judge_all(client, pairs, s, template, progress, client.concurrency, tokens)
 
         (labels, unjudged), counters = job.run(work), progress.counters.snapshot()
     failed = [u for u in unjudged if u["reason"] == "request_failed"]
@@ -377,49 +346,12 @@ def run(
         )
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")
-    return summary(labels, unjudged, counters)
-
-
-def summary(
-    labels: Sequence[Mapping[str, Any]],
-    unjudged: Sequence[Mapping[str, Any]],
-    counters: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    out = {
-        "pairs": len(labels) + len(unjudged),
-        "labelled": len(labels),
-        "yes": sum(1 for lab in labels if lab["evidence"]),
-        "no": sum(1 for lab in labels if not lab["evidence"]),
-        "unparsed": sum(1 for u in unjudged if u["reason"] == "unparsed"),
-        "request_failed": sum(1 for u in unjudged if u["reason"] == "request_failed"),
-        "budget": sum(1 for u in unjudged if u["reason"] == "budget"),
-    }
-    if counters is not None:
-        out["from_cache"] = counters["cache_hits"]
-        out["sent"] = counters["answered"] + counters["failed"]
-    return out
-
-
-def format_summary(stats: Mapping[str, int], out: str, unjudged: str) -> str:
-    text = (
-        f"judge: {stats['labelled']}/{stats['pairs']} pairs labelled (yes {stats['yes']}, "
-        f"no {stats['no']}) -> {out}; unparsed {stats['unparsed']}, request failed "
-        f"{stats['request_failed']}, over budget {stats['budget']} -> {unjudged}"
-    )
-    if "sent" in stats:
-        text += f"; requests sent {stats['sent']}, from cache {stats['from_cache']}"
-    missing = stats["pairs"] - stats["labelled"]
-    if missing:
-        text += (
-            f". {missing} pair(s) have no label: the export will refuse to run until they do"
-            " (see the unjudged file; rerun the judge to resend failed requests)"
-        )
-    return text
+    return judge_counts(labels, unjudged, counters)
 
 
 def main(args: argparse.Namespace) -> int:
     """`grumem judge`: a shard's labels; the summary to stderr and to `--log`."""
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, labels_of=args.project)
     stats = run(
         args.chunks,
         args.queries,
@@ -431,5 +363,5 @@ def main(args: argparse.Namespace) -> int:
         max_in_flight=None if args.concurrency is None else max(1, args.concurrency),
     )
     # stderr goes to --log too (cli.main), progress and this summary alike
-    print(format_summary(stats, args.out, args.unparsed), file=sys.stderr)
+    print(format_judge_counts(stats, args.out, args.unparsed), file=sys.stderr)
     return 0

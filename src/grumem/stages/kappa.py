@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from grumem.config.settings import load_queries
+from grumem.config.settings import load_queries, settings_from_args
 from grumem.core.kappa import Kappa, check_in_project, check_independent, kappa_between
 from grumem.errors import GrumemError, KappaError
 from grumem.io.chunk_files import iter_sessions
@@ -25,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
     r = run_kappa(
         args.labels,
         args.calibration,
-        args.min_calibration,
+        settings_from_args(args)["export"]["min_calibration"],
         args.out,
         queries_path=args.queries,
         chunk_paths=args.chunks,

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from grumem.core.judge_counts import format_judge_counts, judge_counts
 from grumem.errors import RecordError
 from grumem.io.jsonl import read_jsonl, write_jsonl
-from grumem.stages.judge import format_summary, summary
 
 
 def merge(
@@ -52,11 +52,11 @@ def merge(
     left = [unjudged[p] for p in sorted(unjudged)]
     write_jsonl(unjudged_out, left, "unjudged")
     write_jsonl(out_path, merged, "label")
-    return summary(merged, left)
+    return judge_counts(merged, left)
 
 
 def main(args: argparse.Namespace) -> int:
     """`grumem labels`: the judge's shard outputs merged into labels.jsonl."""
     stats = merge(args.labels, args.unparsed, args.out, args.unparsed_out)
-    print(format_summary(stats, args.out, args.unparsed_out), file=sys.stderr)
+    print(format_judge_counts(stats, args.out, args.unparsed_out), file=sys.stderr)
     return 0

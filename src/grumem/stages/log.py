@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
+from grumem.core.json_text import loads
 from grumem.errors import RecordError
-from grumem.io.jsonl import loads
 from grumem.io.typed import read_records
 from grumem.records.gate import GateRecord
 from grumem.records.log import Abort, EarlierAsk, LogLine

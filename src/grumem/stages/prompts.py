@@ -9,10 +9,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from grumem.core.template import PromptBuilder
-from grumem.core.tokens import count_tokens
 from grumem.errors import BudgetError, GrumemError
 from grumem.io.chunk_files import iter_sessions
-from grumem.stages.sessions import check_session
+from grumem.io.session_index import check_session, read_session_index
 
 
 def trajectory_id(project: str, query_id: str, session: str, sample: int) -> str:
@@ -30,7 +29,7 @@ def plan(
 ) -> Iterator[dict]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
-    With the project's session index (grumem.stages.sessions), a session that another
+    With the project's session index (grumem.io.session_index), a session that another
     chunk file of the project also holds fails here, before it is paid for."""
     sessions = list(iter_sessions(chunk_paths))
     if not sessions:
@@ -39,7 +38,7 @@ def plan(
         for session, chunks in sessions:
             check_session(index, index_path, session, chunks[0].path, chunks[0].line)
     for q in queries:
-        q_tokens = count_tokens(q["question"])
+        q_tokens = builder.tokens.count(q["question"])
         if q_tokens > builder.budget.question:
             raise GrumemError(
                 f"query {q['id']}: over budget: question is {q_tokens} tokens, "
@@ -90,12 +89,12 @@ def plan(
 def main(args: argparse.Namespace) -> int:
     """`grumem prompts`: every (trajectory, t) of a shard, its count to stderr (the job's log)."""
     from grumem.config.settings import load_queries, settings_from_args
-    from grumem.core.template import DEFAULT_TEMPLATE, Budget
+    from grumem.core.template import Budget
     from grumem.io.jsonl import write_jsonl
-    from grumem.stages.sessions import read_session_index
+    from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
 
     s = settings_from_args(args)
-    builder = PromptBuilder.from_file(
+    builder = load_prompt_builder(
         args.template or DEFAULT_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
     )
     index = read_session_index(args.sessions) if args.sessions else None

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from grumem.core.grammar import fitting_text_chars, grammar_fields
 from grumem.core.loop import ask_seed, interpret, memory_after, stops, user_message
 from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, check_budget, memory_text
-from grumem.core.tokens import count_tokens_cached, count_tokens_refilled, token_bound
+from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import BudgetError, GrumemError
 from grumem.io.jsonl import write_jsonl
 from grumem.io.progress import Progress
+from grumem.io.tokenizer import cl100k_tokens
 from grumem.io.typed import read_records
-from grumem.llm.grammar import fitting_text_chars, grammar_fields
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 from grumem.records.prompt import PromptRecord
@@ -39,6 +40,7 @@ class LoopSettings:
     llm: dict[str, Any]
     budget: Budget
     grammar: dict[str, Any]
+    tokens: Tokens  # the job's counter: its cache serves every trajectory of the shard
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> LoopSettings:
@@ -55,6 +57,7 @@ class LoopSettings:
             llm,
             Budget.from_config(settings["budget"]),
             grammar,
+            cl100k_tokens(),
         )
 
 
@@ -120,7 +123,7 @@ async def run_trajectory(
                 return out
             # an over-long candidate is this turn's format failure, not the next
             # turn's budget abort: the memory stays M_{t-1} and the loop goes on
-            gate = interpret(ex.response, s.budget.memory)
+            gate = interpret(ex.response, s.budget.memory, s.tokens)
             if gate["parsed"]:
                 progress.parsed += 1
                 break
@@ -138,7 +141,7 @@ def _check_turn_budget(s: LoopSettings, turn: dict, user: str, memory: str | Non
     try:
         check_budget(s.budget, _turn_token_bounds(turn, user, memory), s.llm["max_tokens"])
     except BudgetError:
-        check_budget(s.budget, turn_tokens(turn, memory), s.llm["max_tokens"])
+        check_budget(s.budget, turn_tokens(turn, memory, s.tokens), s.llm["max_tokens"])
 
 
 def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, int]:
@@ -152,23 +155,24 @@ def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, i
     }
 
 
-def turn_tokens(turn: dict, memory: str | None) -> dict[str, int]:
+def turn_tokens(turn: dict, memory: str | None, tokens: Tokens) -> dict[str, int]:
     """The budget counts of user_message(turn, memory) (and the system prompt), exactly.
 
     The prompts stage counted the turn with the t=1 memory (`tokens.fixed` is that
     count, less the memory's own); only the slot around the memory is counted here
     again, and cached: no turn encodes its section a second time."""
-    system = count_tokens_cached(turn["system"]) if turn["system"] else 0
+    cached = tokens.count_cached
+    system = cached(turn["system"]) if turn["system"] else 0
     text = memory_text(memory)
-    first = count_tokens_cached(NO_PREVIOUS_MEMORY)
+    first = cached(NO_PREVIOUS_MEMORY)
     user_first = turn["tokens"]["fixed"] - system + first
-    user = count_tokens_refilled(
+    user = tokens.count_refilled(
         turn["prefix"], turn["suffix"], NO_PREVIOUS_MEMORY, user_first, text
     )
     return {
         "question": turn["tokens"]["question"],
         "section": turn["tokens"]["section"],
-        "memory": count_tokens_cached(text),
+        "memory": cached(text),
         "total": user + system,
     }
 

@@ -49,8 +49,9 @@ from typing import Any
 from aiohttp import web
 
 from grumem.core.calibration import SKIP
+from grumem.core.json_text import dumps_bytes, json_line
 from grumem.errors import GrumemError, RecordError, SampleChanged
-from grumem.io.jsonl import atomic_writer, checked, dumps_bytes, json_line, read_jsonl
+from grumem.io.jsonl import atomic_writer, checked, read_jsonl
 from grumem.report.viewer import csp_hash
 
 ANSWERS = {"yes": True, "no": False, "skip": SKIP}
@@ -58,7 +59,9 @@ TOKEN_HEADER = "X-Grumem-Token"
 
 
 @dataclass(frozen=True)
-class Pair:
+class SamplePair:
+    """A pair of the calibration sample, as its line names it."""
+
     query_id: str
     chunk_sha: str
 
@@ -71,7 +74,7 @@ class Sample:
         records = list(read_jsonl(self.path, "calibration-sample"))
         if not records:
             raise RecordError(self.path, None, None, "empty sample: nothing to label")
-        self.pairs = [Pair(r["query_id"], r["chunk_sha"]) for r in records]
+        self.pairs = [SamplePair(r["query_id"], r["chunk_sha"]) for r in records]
         self.answers: list[bool | str | None] = [r["evidence"] for r in records]
 
     def __len__(self) -> int:
@@ -98,7 +101,7 @@ class Sample:
         rec = json_line(self.path, i + 1, body)
         if (
             not isinstance(rec, dict)
-            or Pair(rec.get("query_id"), rec.get("chunk_sha")) != (self.pairs[i])
+            or SamplePair(rec.get("query_id"), rec.get("chunk_sha")) != (self.pairs[i])
         ):
             raise SampleChanged(
                 f"{self.path}:{i + 1}: no longer holds the pair served: the file was edited"
@@ -245,7 +248,7 @@ class Server:
             rec = self.sample.record(i)
         except SampleChanged as e:
             raise Refused(409, str(e)) from None
-        if Pair(rec["query_id"], rec["chunk_sha"]) != self.sample.pairs[i]:
+        if SamplePair(rec["query_id"], rec["chunk_sha"]) != self.sample.pairs[i]:
             raise Refused(409, "the sample file was edited: restart calibrate-serve")
         return web.json_response(
             {

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from grumem.core.gate_parser import parse_gate_response
+from grumem.core.json_text import dumps
 from grumem.errors import GrumemError, ParseError
-from grumem.io.jsonl import dumps
 
 
 def main(args: argparse.Namespace) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grumem.core.template import DEFAULT_TEMPLATE, PromptBuilder
 from grumem.errors import GrumemError
 from grumem.io.chunk_files import read_chunk_file
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
 
 
 def main(args: argparse.Namespace) -> int:
@@ -27,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
             + ("" if chunks else "")
             + ("; pass --session" if len(chunks) > 1 else "")
         )
-    builder = PromptBuilder.from_file(args.template or DEFAULT_TEMPLATE)
+    builder = load_prompt_builder(args.template or DEFAULT_TEMPLATE)
     prompt = builder.build(args.question, chunks[0].text, args.memory)
     sys.stdout.buffer.write(prompt.user.encode("utf-8"))
     sys.stdout.flush()

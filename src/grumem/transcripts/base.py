@@ -18,9 +18,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from grumem.errors import RecordError
-from grumem.io import jsonl as records
-from grumem.io.jsonl import dumps
+from grumem.core import json_text
+from grumem.core.json_text import dumps
+from grumem.errors import NestingError, RecordError
+from grumem.io import jsonl
+from grumem.io.jsonl import open_input
 
 ROLES = ("user", "assistant", "tool_result", "system")
 
@@ -109,7 +111,7 @@ def tool_call_text_from_json(name: str, arguments: str) -> str:
     not valid JSON (models do emit those), or nests deeper than grumem reads, is
     shown as the model wrote it."""
     try:
-        parsed = records.stdlib_loads(arguments)
+        parsed = json_text.stdlib_loads(arguments)
     except json.JSONDecodeError:  # a NestingError is one
         return f"Tool call {name}: {arguments}"
     return tool_call_text(name, parsed)
@@ -170,26 +172,26 @@ def require(
 
 def load_json_document(path: str | os.PathLike[str]) -> Any:
     """A whole-file JSON document; syntax errors name the line."""
-    with records.open_input(path) as f:
+    with open_input(path) as f:
         data = f.read()
-    parsed, doc = records.loads_if_orjson(data)
+    parsed, doc = json_text.loads_if_orjson(data)
     if parsed:  # orjson refuses lone surrogates: the checks below would find none
-        return records.shallow(doc, data, path, locate=True)
+        return json_text.shallow(doc, data, path, locate=True)
     try:
         text = data.decode("utf-8")
-        doc = records.stdlib_loads(text, path, locate=True)
+        doc = json_text.stdlib_loads(text, path, locate=True)
     except UnicodeDecodeError as e:
         raise RecordError(path, None, None, f"not UTF-8 ({e.reason} at byte {e.start})") from None
-    except records.NestingError:
+    except NestingError:
         raise
     except json.JSONDecodeError as e:
         raise RecordError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
-    found = records.lone_surrogate(doc)
+    found = json_text.lone_surrogate(doc)
     if found:
         # the line of the first lone escape in the text: the walk knows the field, not the line
         m = _LONE_ESCAPE.search(text)
         line = None if m is None else text.count("\n", 0, m.start()) + 1
-        records.check_no_lone_surrogate(path, line, doc)
+        json_text.check_no_lone_surrogate(path, line, doc)
     return doc
 
 
@@ -197,9 +199,9 @@ _HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 _LONE_ESCAPE = re.compile(rf"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}")
 
 
-def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:
+def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:
     """(line number, object) for a JSON Lines file; bad lines name file and line."""
-    for lineno, _, obj in records.iter_json_lines(path):
+    for lineno, _, obj in jsonl.iter_json_lines(path):
         if not isinstance(obj, dict):
             why = f"expected a JSON object, found {type(obj).__name__}"
             raise RecordError(path, lineno, None, why)
@@ -253,12 +255,12 @@ def _json_or_none(
 ) -> Any:
     """`data` as JSON (orjson, else the stdlib's reading), or None if it is not JSON; a
     NestingError if it nests past MAX_JSON_DEPTH."""
-    parsed, value = records.loads_if_orjson(data)
+    parsed, value = json_text.loads_if_orjson(data)
     if parsed:
-        return records.shallow(value, data, path, line, locate=locate)
+        return json_text.shallow(value, data, path, line, locate=locate)
     try:
-        return records.stdlib_loads(data.decode("utf-8"), path, line, locate=locate)
-    except records.NestingError:
+        return json_text.stdlib_loads(data.decode("utf-8"), path, line, locate=locate)
+    except NestingError:
         raise
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None

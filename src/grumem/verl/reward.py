@@ -36,7 +36,7 @@ so a malformed answer never pays better than a wrong one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 from grumem.core.gate_parser import parse_gate_response
@@ -119,9 +119,14 @@ def _exit_reward(
 
 
 def _extra_info(extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The fields compute_score uses, as plain Python values. A trainer may hand
-    them over as numpy values (np.bool_ is not `True`) or, through pandas, a null
-    integer as NaN, which would compare as a late exit: refused, never guessed."""
+    """The fields compute_score uses, as plain Python values.
+
+    verl's and pandas' readers hand a row over in other forms than the corpus wrote:
+    numpy scalars (np.bool_ is not `True`), numpy arrays for lists, and, through
+    pandas, a nullable integer inside a struct as a float (6.0) with NaN for null.
+    Every form that holds the written value exactly is read as it; anything else
+    (6.5, "6", a number where a boolean belongs) is refused naming the field, never
+    guessed: a NaN compared as a turn would score as a late exit."""
     if extra_info is None:
         raise ValueError(
             "grumem compute_score needs extra_info (a grumem turns.parquet row's):"
@@ -133,26 +138,57 @@ def _extra_info(extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
             f"extra_info lacks {', '.join(missing)}: export the corpus with this grumem"
             " (turns.parquet from `grumem export`)"
         )
-    gates = [_optional_bool("exit_gates", g) for g in extra_info["exit_gates"]]
-    t, last = extra_info["t"], extra_info["t_last_evidence"]
-    if not (isinstance(t, Integral) and 1 <= t <= len(gates)):
+    gates = [_optional_bool(f"exit_gates[{i}]", g) for i, g in enumerate(_sequence(extra_info))]
+    t = _turn("t", extra_info["t"], null=False)
+    last = _turn("t_last_evidence", extra_info["t_last_evidence"], null=True)
+    if not 1 <= t <= len(gates):
         raise ValueError(f"extra_info.t {t!r} is not a turn of extra_info.exit_gates")
-    if not (last is None or (isinstance(last, Integral) and last >= 1)):
-        raise ValueError(f"extra_info.t_last_evidence {last!r} is neither a turn nor null")
+    level = extra_info["level"]
+    if level not in ("L1", "L2"):
+        raise ValueError(f"extra_info.level: {level!r} is not L1 or L2")
     return {
-        "t": int(t),
-        "level": extra_info["level"],
+        "t": t,
+        "level": str(level),
         "exit_gates": gates,
         "aborted": _optional_bool("aborted", extra_info["aborted"], null=False),
-        "t_last_evidence": None if last is None else int(last),
+        "t_last_evidence": last,
         "other_asks_parsed": _optional_bool(
             "other_asks_parsed", extra_info["other_asks_parsed"], null=False
         ),
     }
 
 
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, Integral) and value != value
+
+
+def _sequence(extra_info: Mapping[str, Any]) -> list[Any]:
+    """extra_info.exit_gates as a list: a list, a tuple or a numpy array of them."""
+    gates = extra_info["exit_gates"]
+    if isinstance(gates, (str, bytes, Mapping)) or not hasattr(gates, "__iter__"):
+        raise ValueError(f"extra_info.exit_gates: {gates!r} is not a list of exit gates")
+    return list(gates)
+
+
+def _turn(name: str, value: Any, null: bool) -> int | None:
+    """A turn number (>= 1): an int, a numpy integer, or an integral float; NaN or None
+    for null where the field may be null."""
+    if (value is None or _is_nan(value)) and null:
+        return None
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        pass  # True is 1 to Python: a boolean is no turn
+    elif isinstance(value, Integral):
+        if value >= 1:
+            return int(value)
+    elif isinstance(value, Real) and float(value).is_integer() and value >= 1:
+        return int(value)
+    if null:
+        raise ValueError(f"extra_info.{name} {value!r} is neither a turn nor null")
+    raise ValueError(f"extra_info.{name} {value!r} is not a turn (an integer >= 1)")
+
+
 def _optional_bool(name: str, value: Any, null: bool = True) -> bool | None:
-    if value is None and null:
+    if (value is None or _is_nan(value)) and null:
         return None
     if type(value).__name__ not in ("bool", "bool_"):  # Python's or numpy's
         raise ValueError(f"extra_info.{name}: {value!r} is not a boolean")

@@ -43,7 +43,7 @@ from grumem.transcripts.base import (
     Session,
     blob_placeholder,
     is_not,
-    iter_json_lines,
+    iter_json_objects,
     record,
     require,
     thinking_part,
@@ -96,7 +96,7 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     chain_of: dict[str, str] = {}
     file_skipped: Counter[str] = Counter()
 
-    for line, obj in iter_json_lines(path):
+    for line, obj in iter_json_objects(path):
         kind = obj.get("type")
         if not isinstance(kind, str):
             raise RecordError(path, line, "type", "missing or not a string")

@@ -55,7 +55,7 @@ from grumem.transcripts.base import (
     Session,
     data_url_placeholder,
     is_not,
-    iter_json_lines,
+    iter_json_objects,
     record,
     require,
     session_stem,
@@ -86,7 +86,7 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     session = Session(session_stem(path, SUFFIXES))
     named = False
     tool_names: dict[str, str] = {}
-    for line, obj in iter_json_lines(path):
+    for line, obj in iter_json_objects(path):
         kind = require(obj, "type", str, path, line)
         payload = require(obj, "payload", dict, path, line)
         if kind not in LINE_TYPES:

@@ -41,15 +41,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from grumem.core.json_text import dumps
 from grumem.errors import RecordError
-from grumem.io.jsonl import dumps
 from grumem.transcripts.base import (
     Detection,
     Head,
     NotThisFormat,
     Session,
     blob_placeholder,
-    iter_json_lines,
+    iter_json_objects,
     load_json_document,
     record,
     require,
@@ -116,7 +116,7 @@ def _read_jsonl(path: str, drop_thinking: bool) -> Session:
     current: dict[str, tuple[int, dict]] = {}  # id -> (line, message), in first-seen order
     replaced: list[tuple[int, dict]] | None = None
     rewound = 0
-    for line, obj in iter_json_lines(path):
+    for line, obj in iter_json_objects(path):
         if isinstance(obj.get("$rewindTo"), str):
             ids = list(current)
             cut = ids.index(obj["$rewindTo"]) if obj["$rewindTo"] in ids else 0

@@ -17,7 +17,7 @@ from grumem.transcripts.base import (
     NotThisFormat,
     Session,
     is_not,
-    iter_json_lines,
+    iter_json_objects,
     record,
     require,
     session_stem,
@@ -39,7 +39,7 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     path = str(path)
     session = Session(session_stem(path, SUFFIXES))
-    for line, obj in iter_json_lines(path):
+    for line, obj in iter_json_objects(path):
         role = require(obj, "role", str, path, line)
         if role not in ROLES:
             raise RecordError(

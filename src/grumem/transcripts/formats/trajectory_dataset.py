@@ -42,8 +42,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import NestingError, RecordError
-from grumem.io.jsonl import stdlib_loads
 from grumem.transcripts.base import (
     Detection,
     Head,
@@ -51,7 +51,7 @@ from grumem.transcripts.base import (
     Session,
     SessionStream,
     is_not,
-    iter_json_lines,
+    iter_json_objects,
     kind_of,
     session_stem,
 )
@@ -271,7 +271,7 @@ def _json_lines_rows(path: str, messages_field: str | None, id_field: str | None
             count += bool(raw.strip())
 
     def rows() -> Iterator[tuple[int, str, Any, Any]]:
-        for lineno, row in iter_json_lines(path):
+        for lineno, row in iter_json_objects(path):
             field = messages_field or next((f for f in MESSAGES_FIELDS if f in row), None)
             if field is None or field not in row:
                 why = "missing; set messages_field" if field is None else "missing"

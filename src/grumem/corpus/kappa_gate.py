@@ -1,18 +1,20 @@
-"""The export's calibration gate (M5.2): no corpus without a kappa.json that clears
-`export.min_kappa` and was computed for the current labels file."""
+"""The export's κ gate (M5.2): no corpus without a kappa.json (rule `kappa`,
+grumem.core.kappa) that clears `export.min_kappa` and was computed for the
+current labels file."""
 
 from __future__ import annotations
 
 import json
 import os
 
+from grumem.core.json_text import stdlib_loads
 from grumem.errors import ExportRefused, RecordError
-from grumem.io.jsonl import sha256_file, stdlib_loads
+from grumem.io.jsonl import sha256_file
 from grumem.io.typed import checked_document
 from grumem.records.kappa import KappaCalibration
 
 
-def check_calibration(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCalibration:
+def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCalibration:
     """The kappa.json the export may rely on, or ExportRefused saying why not."""
     if not min_kappa >= 0:
         raise ExportRefused(

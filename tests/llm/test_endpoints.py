@@ -1,4 +1,4 @@
-"""Several LLM endpoints (issue 16): the least busy first, each under its own cap, a
+"""Several LLM endpoints: the least busy first, each under its own cap, a
 dead one taken out and its requests answered by the others, the endpoint recorded
 per attempt but no part of the cache key.
 

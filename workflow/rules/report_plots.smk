@@ -1,12 +1,3 @@
-from grumem.report.viewer import VIEWER
-from grumem.stages.report_plots import PLOTS
-
-# every project's plots and trajectory viewer: part of the `all` target
-REPORT_FILES = expand(
-    "results/{project}/report/{file}", project=PROJECTS, file=[*PLOTS, VIEWER]
-)
-
-
 rule report_plots:
     input:
         turn_log="results/{project}/log.jsonl",
@@ -51,27 +42,3 @@ rule report_plots:
     shell:
         "grumem report-plots --turn-log {input.turn_log} --trajectories {input.trajectories}"
         " --out-dir {params.out_dir} 2> {log}"
-
-
-rule report_viewer:
-    input:
-        turn_log="results/{project}/log.jsonl",
-        trajectories="results/{project}/corpus/trajectories.jsonl",
-        template=TEMPLATE,
-    output:
-        report(
-            "results/{project}/report/viewer.html",
-            caption="../report/viewer.rst",
-            category="Corpus",
-            subcategory="{project}",
-            labels={"project": "{project}", "plot": "trajectory viewer"},
-        ),
-    log:
-        "logs/report_viewer/{project}.log",
-    benchmark:
-        "benchmarks/report_viewer/{project}.tsv"
-    conda:
-        "../../environment.yml"
-    shell:
-        "grumem report-viewer --turn-log {input.turn_log} --trajectories {input.trajectories}"
-        " --template {input.template:q} --project {wildcards.project} --out {output} 2> {log}"

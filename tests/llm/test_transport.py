@@ -1,6 +1,7 @@
 """How the client reaches a server (grumem.llm.transport): the SDK's public `post` over
 a transport of our own, which sends what the SDK's own aiohttp client sends, answers
-as it does, and reads a response body no further than its cap.
+as it does, reads a response body no further than its cap, and holds as many
+connections as the client has requests in flight.
 
 Real HTTP servers on 127.0.0.1: the fake OpenAI server, and bare TCP servers that
 write canned responses byte for byte (a gzip body, a connection cut mid-body, a
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grumem.llm.client import LLMClient
 from grumem.llm.request import build_body
 from grumem.llm.transport import (
     ENVELOPE,
@@ -422,3 +424,30 @@ def test_the_cap_of_the_default_request_and_of_one_naming_no_max_tokens() -> Non
     assert response_cap({"max_completion_tokens": 512}) == 851_968
     assert response_cap({}) == response_cap({"max_tokens": 32768})
     assert response_cap({"max_tokens": True, "n": "2"}) == response_cap({})
+
+
+# ------------------------------------------------- the pool under the client
+
+MODEL = "fake-model"
+REPLY = "<think>ok</think>\n<check>no</check>\n<update></update>\n<next>continue</next>"
+
+
+def pool_body(i: int) -> str:
+    return build_body(MODEL, [{"role": "user", "content": f"pool {i}"}], {"seed": i})
+
+
+def test_the_pool_holds_as_many_connections_as_the_concurrency(module_fake_server, tmp_path):
+    """150 in flight at once: more than aiohttp's default pool of 100 connections."""
+    server = module_fake_server.use(
+        {"model": MODEL, "default": {"content": REPLY}, "latency_s": 0.3}
+    )
+    client = LLMClient(server.base_url, cache_dir=tmp_path, concurrency=150, timeout=20, retries=0)
+
+    async def go() -> list:
+        async with client:
+            return await asyncio.gather(*(client.complete(pool_body(i)) for i in range(300)))
+
+    exchanges = asyncio.run(go())
+    assert all(ex.ok for ex in exchanges)
+    assert server.stats()["in_flight_max"] == 150
+    assert client.counters.in_flight_max == 150

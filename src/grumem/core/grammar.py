@@ -4,7 +4,9 @@ A small model does not follow the four-tag format unaided (measured with
 SmolLM2-135M: prose and numbered lists); constrained decoding makes every
 answer well formed. Free text excludes `<`, so the model cannot open or close
 a tag inside a text slot, and the strict parser sees exactly one of each.
-The grammar goes into the recorded request like any other field.
+The grammar goes into the recorded request like any other field. Pure (no
+I/O), so the workflow's jobs and the online verl loop, which may not import
+grumem.llm, send the same grammar.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ def gbnf(which: str = "gate", max_text_chars: int | None = None) -> str:
     it still rambles inside <think> until max_tokens cuts the answer off
     mid-tag (measured: 512 tokens of numbered list). `max_text_chars` bounds
     each text slot so the whole answer fits the token budget (about 4.4
-    characters a token for this model's English). The bound costs little
-    to decode (measured 10-20% per token at 300-600 characters) but it also
-    caps the memory one turn can write: leave it None for capable models.
+    characters a token for this model's English). The bound costs a little
+    decoding speed, and it also caps the memory one turn can write: leave it
+    None for capable models.
     """
     if which not in _SHAPES:
         raise ValueError(f"unknown grammar {which!r}; one of {sorted(_SHAPES)}")

