@@ -121,29 +121,45 @@ def card_text(
 ) -> str:
     """The card of an export: its summary, the schema its turns.parquet is written with,
     the models (requested; as answered) with their counts, (template name, sha256)."""
-    inputs = summary["inputs"]
+    lines = [
+        *_header(summary, sessions_schema is not None),
+        *_introduction(summary["inputs"]),
+        *_turns_columns(turns_schema),
+        *_sessions_columns(sessions_schema),
+        *_rewards(summary["advantages"]),
+        *_provenance(summary["inputs"], models, response_models, template),
+        *_count_table(summary),
+    ]
+    return "\n".join(lines)
+
+
+def _header(summary: Mapping[str, Any], with_sessions: bool) -> list[str]:
+    """The YAML front matter: the Hub reads the license, tags and each parquet's config."""
     configs: list[dict[str, Any]] = [
         {"config_name": "turns", "data_files": "turns.parquet", "default": True}
     ]
-    if sessions_schema is not None:
+    if with_sessions:
         configs.append({"config_name": "sessions", "data_files": "sessions.parquet"})
     header = {
         "license": "other",
         "license_name": "unset",
-        "pretty_name": f"{inputs['data_source']}: GRU-Mem turns from agent transcripts",
+        "pretty_name": f"{summary['inputs']['data_source']}: GRU-Mem turns from agent transcripts",
         "task_categories": ["reinforcement-learning", "text-generation"],
         "tags": ["grumem", "gru-mem", "memory-agent", "verl", "agent-transcripts"],
         "size_categories": [_size_category(summary["turns"])],
         "configs": configs,
     }
-    adv = summary["advantages"]
-    weights = adv["return_weights"]
-    exits = summary["r_exit"]
-    lines = [
+    return [
         "---",
         yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip("\n"),
         "---",
         "",
+    ]
+
+
+def _introduction(inputs: Mapping[str, Any]) -> list[str]:
+    """The title, the license warning, how to load it, and what a row is."""
+    return [
         f"# {inputs['data_source']}: GRU-Mem turns from agent transcripts",
         "",
         "GRU-Mem gated-memory turns (arXiv 2602.10560) exported by grumem from recorded",
@@ -165,21 +181,35 @@ def card_text(
         "exact recorded answer. The same trajectories, one JSON line each with all their",
         "turns, are in `trajectories.jsonl`; `summary.json` holds the counts below.",
         "",
+    ]
+
+
+def _turns_columns(turns_schema: pa.Schema) -> list[str]:
+    return [
         "## Columns of turns.parquet",
         "",
         *_column_table(turns_schema, COLUMNS),
         "",
     ]
-    if sessions_schema is not None:
-        lines += [
-            "## Columns of sessions.parquet",
-            "",
-            "One row per (query, session): what the online GRU-Mem loop is trained from.",
-            "",
-            *_column_table(sessions_schema, None),
-            "",
-        ]
-    lines += [
+
+
+def _sessions_columns(sessions_schema: pa.Schema | None) -> list[str]:
+    if sessions_schema is None:
+        return []
+    return [
+        "## Columns of sessions.parquet",
+        "",
+        "One row per (query, session): what the online GRU-Mem loop is trained from.",
+        "",
+        *_column_table(sessions_schema, None),
+        "",
+    ]
+
+
+def _rewards(adv: Mapping[str, Any]) -> list[str]:
+    """The reward rules, with the export's alpha and return weights filled in."""
+    weights = adv["return_weights"]
+    return [
         "## Rewards and advantages",
         "",
         "- `r_update` per turn: +1 when the recorded update gate equals the chunk's evidence",
@@ -202,6 +232,17 @@ def card_text(
         "  over the group's turns at the same t. Null, never 0, for a group of one sample",
         "  or without variance.",
         "",
+    ]
+
+
+def _provenance(
+    inputs: Mapping[str, Any],
+    models: Mapping[str, int],
+    response_models: Mapping[str, int],
+    template: tuple[str, str] | None,
+) -> list[str]:
+    """What the corpus was made from: models, template, labels, κ and the log's sha256."""
+    return [
         "## Provenance",
         "",
         f"- model asked: {_counts(models, 'trajectories')}",
@@ -214,6 +255,14 @@ def card_text(
         f"- turn log: sha256 `{inputs['log_sha256']}`",
         f"- t_last_evidence over: {inputs['t_last_evidence_over']}",
         "",
+    ]
+
+
+def _count_table(summary: Mapping[str, Any]) -> list[str]:
+    """The summary's counts as a table, then t_last_evidence's histogram."""
+    adv = summary["advantages"]
+    exits = summary["r_exit"]
+    return [
         "## Counts",
         "",
         "| what | count |",
@@ -243,7 +292,6 @@ def card_text(
         + f"; no evidence: {summary['no_evidence']}.",
         "",
     ]
-    return "\n".join(lines)
 
 
 def _size_category(n: int) -> str:
