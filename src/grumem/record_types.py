@@ -57,6 +57,8 @@ class RecordShapeError(GrumemError):
         super().__init__(f"{path or '(record)'}: {message}")
 
 
+# a dataclass itself (with no fields), so that dataclasses.fields accepts its subclasses
+@dataclass(frozen=True)
 class Record:
     """from_dict/to_dict for the frozen dataclasses below, driven by their type hints."""
 
@@ -67,7 +69,7 @@ class Record:
         """The typed record of a schema-valid dict; `path` prefixes error locations."""
         if not isinstance(data, Mapping):
             raise RecordShapeError(path, f"expected an object, got {type(data).__name__}")
-        plan = _plan(cls)
+        plan = _plan(cls)  # type: ignore[arg-type]  # a class is hashable: python/mypy#11470
         unknown = [k for k in data if k not in plan]
         if unknown:
             raise RecordShapeError(_join(path, unknown[0]), f"unknown field of {cls.__name__}")
@@ -82,7 +84,7 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         """The record as the writers emit it: keys in field order, ABSENT ones left out."""
         out = {}
-        for name, (_, _, dump) in _plan(type(self)).items():
+        for name, (_, _, dump) in _plan(type(self)).items():  # type: ignore[arg-type]  # as above
             value = getattr(self, name)
             if value is not ABSENT:
                 out[name] = dump(value)

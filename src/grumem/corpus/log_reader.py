@@ -49,8 +49,15 @@ class LogTrajectory:
     abort: tuple[int, dict[str, Any]] | None
 
     @property
+    def first_line(self) -> tuple[int, dict[str, Any]]:
+        """(line number, record) of its first line: a turn, or the abort of one without."""
+        line = self.turns[0] if self.turns else self.abort
+        assert line is not None  # group_trajectories makes none without a line
+        return line
+
+    @property
     def first(self) -> dict[str, Any]:
-        return (self.turns[0] if self.turns else self.abort)[1]
+        return self.first_line[1]
 
 
 def group_trajectories(

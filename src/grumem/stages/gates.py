@@ -60,7 +60,9 @@ def regate(
             }
 
 
-def _check_exchange(path, line: int, rec: dict, prompts: dict, memory: str | None) -> None:
+def _check_exchange(
+    path: str | os.PathLike[str], line: int, rec: dict, prompts: dict, memory: str | None
+) -> None:
     body = check_request(path, line, rec["request"])
     check_response(path, line, rec["response"])
     prompt = prompts.get((rec["trajectory_id"], rec["t"]))
