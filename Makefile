@@ -71,6 +71,7 @@ lint: $(STAMP)
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # The three benchmarks (scripts/bench.py runs them); the last line is
 # machine-readable: `perf client_ms_per_turn=... export_rss_ratio=...`.

@@ -192,7 +192,8 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.tools.verl_config:main")
 
 
-TRANSCRIPT_FORMATS = ("auto", "claude-code", "mini-swe-agent", "swe-agent", "openai", "records")
+TRANSCRIPT_FORMATS: tuple[str, ...] = ("auto", "claude-code", "mini-swe-agent", "swe-agent")
+TRANSCRIPT_FORMATS += ("openai", "records")
 TRANSCRIPT_FORMATS += ("openhands", "codex-cli")
 TRANSCRIPT_FORMATS += ("aider", "gemini-cli")
 TRANSCRIPT_FORMATS += ("anthropic", "trajectory-dataset")

@@ -59,7 +59,8 @@ class RecordError(GrumemError, ValueError):
     """A record that cannot be used, located by file, line and field."""
 
     def __init__(self, path: str | os.PathLike[str], line: int | None, field: str | None, why: str):
-        self.path = str(path)
+        # None only on a NestingError about a text that no file holds
+        self.path: str | None = str(path)
         self.line = line
         self.field = field
         self.why = why

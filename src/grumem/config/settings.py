@@ -6,10 +6,10 @@ import copy
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -17,6 +17,10 @@ from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, f
 from grumem.core.json_text import MAX_JSON_DEPTH, nesting_why, stdlib_loads
 from grumem.errors import GrumemError, RecordError
 from grumem.io.jsonl import open_input, schema, strict_validator_class
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 ENV_VAR_NAME = re.compile(ENV_VAR_NAME_PATTERN)
 ENDPOINT_URL = re.compile(ENDPOINT_URL_PATTERN)
@@ -84,7 +88,7 @@ def _formats() -> Any:
     return checker
 
 
-def _with_defaults(validator_cls: type) -> type:
+def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
     """A validator that fills `default`s as it validates (the jsonschema FAQ recipe),
     also inside `additionalProperties` (each project's entry)."""
     import jsonschema
@@ -92,14 +96,19 @@ def _with_defaults(validator_cls: type) -> type:
     validate_properties = validator_cls.VALIDATORS["properties"]
     validate_additional = validator_cls.VALIDATORS["additionalProperties"]
 
-    def set_defaults(validator, properties, instance, schema_):
+    def set_defaults(
+        validator: Validator, properties: dict[str, Any], instance: Any, schema_: dict[str, Any]
+    ) -> Iterator[ValidationError]:
         if isinstance(instance, dict):
             for prop, sub in properties.items():
                 if "default" in sub and prop not in instance:
                     instance[prop] = _copy(sub["default"])
         yield from validate_properties(validator, properties, instance, schema_)
 
-    def additional(validator, aP, instance, schema_):
+    # Any: Validator, jsonschema's protocol, leaves out the descend() its classes have
+    def additional(
+        validator: Any, aP: Any, instance: Any, schema_: dict[str, Any]
+    ) -> Iterator[ValidationError]:
         if isinstance(instance, dict) and isinstance(aP, dict):
             extras = set(instance) - set(schema_.get("properties", {}))
             for key in sorted(extras):
@@ -261,8 +270,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
         if self._open:
             self._open[-1][1] = max(self._open[-1][1], height)
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):  # `!!map` on a scalar gets here: super() refuses it
             first: dict[Any, yaml.Node] = {}
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
@@ -285,7 +294,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _too_deep(why: str, event: yaml.Event) -> yaml.YAMLError:
-    return yaml.composer.ComposerError(None, None, why, event.start_mark)
+    # a pure-Python loader's events carry yaml.error.Mark, the stub also allows the C one
+    return yaml.composer.ComposerError(None, None, why, event.start_mark)  # type: ignore[arg-type]
 
 
 def parse_yaml(text: str, path: str | os.PathLike[str]) -> Any:

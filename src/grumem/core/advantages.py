@@ -68,8 +68,8 @@ class TurnAdvantage:
 class NullCounts:
     """How many trajectories / turns got a null advantage, and why."""
 
-    trajectories: Counter = field(default_factory=Counter)  # Â_traj null, by reason
-    turns: Counter = field(default_factory=Counter)  # Â_turn null, by reason
+    trajectories: Counter[str] = field(default_factory=Counter)  # Â_traj null, by reason
+    turns: Counter[str] = field(default_factory=Counter)  # Â_turn null, by reason
     advantage: int = 0  # turns whose Â is null
 
 

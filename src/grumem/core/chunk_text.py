@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from grumem.core.json_text import sha256_text
 
@@ -21,7 +22,7 @@ ROLE_LABELS: dict[str, str] = {
 class Chunk:
     session: str
     index: int
-    records: tuple[dict, ...]
+    records: tuple[dict[str, Any], ...]
     path: str = ""
     line: int = 0
 
@@ -42,12 +43,12 @@ def render_record(role: str, text: str) -> str:
     return f"{ROLE_LABELS[role]} {text}"
 
 
-def render_records(records: Sequence[dict]) -> str:
+def render_records(records: Sequence[dict[str, Any]]) -> str:
     """Each record as `[Role] text`, records separated by one blank line."""
     return "\n\n".join(render_record(r["role"], r["text"]) for r in records)
 
 
-def chunk_sha(records: Sequence[dict]) -> str:
+def chunk_sha(records: Sequence[dict[str, Any]]) -> str:
     """sha256 of the rendered chunk: exactly the bytes that fill `{chunk}`."""
     return sha256_text(render_records(records))
 

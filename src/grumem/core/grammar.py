@@ -11,6 +11,8 @@ grumem.llm, send the same grammar.
 
 from __future__ import annotations
 
+from typing import Any
+
 from grumem.errors import GrammarUnsupported
 
 _GATE = r"""root ::= think check update next
@@ -67,7 +69,7 @@ SERVER_KINDS = ("llama.cpp", "vllm", "openai")
 
 def grammar_fields(
     server_kind: str, which: str = "gate", max_text_chars: int | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The request field(s) carrying the grammar, for `extra` in build_body.
 
     llama.cpp's server reads a top-level `grammar` (GBNF). vLLM >= 0.12 reads

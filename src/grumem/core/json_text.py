@@ -89,8 +89,8 @@ def text_depth(text: str | bytes) -> tuple[int, int | None]:
         return max(depth, 0), None
     # where: token by token, as far as the first bracket past the limit
     level = 0
-    pattern = _TOKEN_BYTES if isinstance(text, bytes) else _TOKEN_TEXT
-    for m in pattern.finditer(text):
+    tokens = _TOKEN_BYTES.finditer(text) if isinstance(text, bytes) else _TOKEN_TEXT.finditer(text)
+    for m in tokens:
         c = m.group()[:1]
         if c in (b"[", b"{", "[", "{"):
             level += 1
@@ -113,8 +113,11 @@ def nesting_error(
     depth, past = text_depth(text)
     at = (0, 1, 1)
     if past is not None:
-        nl = b"\n" if isinstance(text, bytes) else "\n"
-        at = (past, text.count(nl, 0, past) + 1, past - text.rfind(nl, 0, past))
+        if isinstance(text, bytes):
+            lines, last = text.count(b"\n", 0, past), text.rfind(b"\n", 0, past)
+        else:
+            lines, last = text.count("\n", 0, past), text.rfind("\n", 0, past)
+        at = (past, lines + 1, past - last)
         if locate:
             line = at[1]
     found = depth if depth > MAX_JSON_DEPTH else None

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from grumem.core.evidence import Labels
 from grumem.errors import KappaError, RecordError
+from grumem.records.base import Fields
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def check_independent(labels: Labels, calibration: Labels) -> None:
 
 def check_in_project(
     path: str,
-    rows: Iterable[tuple[int, dict[str, Any]]],
+    rows: Iterable[tuple[int, Fields]],
     query_ids: Collection[str],
     chunk_shas: Collection[str],
 ) -> None:

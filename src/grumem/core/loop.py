@@ -7,18 +7,21 @@ the recording, so a recording and the log can never disagree silently.
 
 from __future__ import annotations
 
+from typing import Any
+
 from grumem.core.gate_parser import MAX_RAW, parse_gate_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.core.template import memory_text
 from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import ParseError
+from grumem.records.base import Fields
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
 
 def interpret(
-    response: dict, memory_budget: int | None = None, tokens: Tokens | None = None
-) -> dict:
+    response: Fields, memory_budget: int | None = None, tokens: Tokens | None = None
+) -> dict[str, Any]:
     """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
 
     No gate is ever defaulted: anything but an exact parse records nulls. A
@@ -62,7 +65,7 @@ def interpret_content(
     finish: str | None = None,
     memory_budget: int | None = None,
     tokens: Tokens | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Gate fields for one answer's text: the strict parse, or its format failure.
 
     The same rules whether the text came in a recorded chat completion (interpret)
@@ -112,14 +115,19 @@ def _check_counter(memory_budget: int | None, tokens: Tokens | None) -> None:
         raise TypeError("interpret: a memory_budget needs the tokens that count it")
 
 
-def memory_after(memory_before: str | None, gate: dict) -> str | None:
+def memory_after(memory_before: str | None, gate: dict[str, Any]) -> str | None:
     """U_t true: the candidate, verbatim. False or unparsed: M_{t-1} stays."""
-    return gate["candidate"] if gate["parsed"] and gate["update_gate"] else memory_before
+    if gate["parsed"] and gate["update_gate"]:
+        candidate: str = gate["candidate"]  # a parsed gate's candidate is its text
+        return candidate
+    return memory_before
 
 
-def user_message(prompt: dict, memory: str | None) -> str:
+def user_message(prompt: Fields, memory: str | None) -> str:
     """The user message of a turn: its prompt record with M_{t-1} in the memory slot."""
-    return prompt["prefix"] + memory_text(memory) + prompt["suffix"]
+    prefix: str = prompt["prefix"]  # strings in every prompt record (prompt.schema.yaml)
+    suffix: str = prompt["suffix"]
+    return prefix + memory_text(memory) + suffix
 
 
 def ask_seed(ask: int, samples: int, sample: int) -> int:
@@ -128,7 +136,7 @@ def ask_seed(ask: int, samples: int, sample: int) -> int:
     return ask * samples + sample
 
 
-def stops(level: str, gate: dict) -> bool:
+def stops(level: str, gate: dict[str, Any]) -> bool:
     """Whether the trajectory ends after this turn: only at L2, only on a parsed `end`
     (at L1 the exit gate is recorded, never obeyed)."""
     return level == "L2" and bool(gate["parsed"]) and bool(gate["exit_gate"])

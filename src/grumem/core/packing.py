@@ -42,7 +42,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import overload
+from typing import Any, overload
 
 from grumem.core.chunk_text import render_record, render_records
 from grumem.core.tokens import Tokens
@@ -57,7 +57,7 @@ Bounds = list[tuple[int, int, int]]  # each chunk: (first piece, end piece, rend
 
 @dataclass(frozen=True)
 class ChunkedSession:
-    chunks: list[dict]  # chunk records (workflow/schemas/chunk.schema.yaml)
+    chunks: list[dict[str, Any]]  # chunk records (workflow/schemas/chunk.schema.yaml)
     chunk_tokens: list[int]  # rendered tokens of each chunk
     records: int  # records in
     split_records: int  # records that had to be split
@@ -68,11 +68,11 @@ class ChunkedSession:
         return sum(self.chunk_tokens)
 
 
-class Pieces(Sequence[dict]):
+class Pieces(Sequence[dict[str, Any]]):
     """A session's records with each split one standing as its parts, made when asked
     for: a part is its record's fields, a slice of its text, and `part: {index, of}`."""
 
-    def __init__(self, records: Sequence[dict], ends: Mapping[int, Sequence[int]]):
+    def __init__(self, records: Sequence[dict[str, Any]], ends: Mapping[int, Sequence[int]]):
         self._records = records
         self._ends = ends  # record index -> where each of its parts ends in its text
         sizes = (len(ends[j]) if j in ends else 1 for j in range(len(records)))
@@ -82,10 +82,10 @@ class Pieces(Sequence[dict]):
         return self._firsts[-1]
 
     @overload
-    def __getitem__(self, i: int) -> dict: ...
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
     @overload
-    def __getitem__(self, i: slice) -> list[dict]: ...
-    def __getitem__(self, i: int | slice) -> dict | list[dict]:
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         if i < 0:
@@ -120,14 +120,14 @@ class PlannedSession:
     def tokens(self) -> int:
         return sum(t for _, _, t in self.bounds)
 
-    def chunks(self) -> Iterator[dict]:
+    def chunks(self) -> Iterator[dict[str, Any]]:
         """The chunk records (workflow/schemas/chunk.schema.yaml), indexed from 0."""
         for i, (first, end, _) in enumerate(self.bounds):
             yield {"session": self.session, "index": i, "records": self.pieces[first:end]}
 
 
 def chunk_session(
-    session: str, records: Sequence[dict], budget: int, tokens: Tokens
+    session: str, records: Sequence[dict[str, Any]], budget: int, tokens: Tokens
 ) -> ChunkedSession:
     """Split over-budget records, pack everything into chunks, index them from 0."""
     plan = plan_session(session, records, budget, tokens)
@@ -137,7 +137,7 @@ def chunk_session(
 
 
 def plan_session(
-    session: str, records: Sequence[dict], budget: int, tokens: Tokens
+    session: str, records: Sequence[dict[str, Any]], budget: int, tokens: Tokens
 ) -> PlannedSession:
     """chunk_session's chunks, planned: what each holds and its tokens, made by `chunks()`."""
     ends: dict[int, list[int]] = {}
@@ -162,12 +162,12 @@ def plan_session(
     return PlannedSession(session, pieces, bounds, len(records), split_records, parts)
 
 
-def split_record(record: dict, budget: int, tokens: Tokens) -> list[dict]:
+def split_record(record: dict[str, Any], budget: int, tokens: Tokens) -> list[dict[str, Any]]:
     """[record] if it fits alone, else its parts (same fields, text split, `part` added)."""
     return _parts(record, split_text(record["role"], record["text"], budget, tokens))
 
 
-def _parts(record: dict, texts: list[str]) -> list[dict]:
+def _parts(record: dict[str, Any], texts: list[str]) -> list[dict[str, Any]]:
     if len(texts) == 1:
         return [record]
     return [
@@ -282,8 +282,11 @@ def _down_from(guess: int, fits: Callable[[int], bool]) -> int:
 
 
 def pack_records(
-    records: Sequence[dict], budget: int, tokens: Tokens, alone: Sequence[int] | None = None
-) -> list[tuple[list[dict], int]]:
+    records: Sequence[dict[str, Any]],
+    budget: int,
+    tokens: Tokens,
+    alone: Sequence[int] | None = None,
+) -> list[tuple[list[dict[str, Any]], int]]:
     """Greedy packing of records (each fitting alone) into (records, rendered tokens) chunks.
 
     `alone` are the records' rendered token counts when already known."""
@@ -291,7 +294,7 @@ def pack_records(
 
 
 def _plan(
-    records: Sequence[dict], budget: int, alone: Sequence[int] | None, tokens: Tokens
+    records: Sequence[dict[str, Any]], budget: int, alone: Sequence[int] | None, tokens: Tokens
 ) -> Bounds:
     """pack_records as (first, end, tokens) index ranges; a record is rendered only to be
     counted, never kept."""
@@ -318,7 +321,7 @@ def _plan(
     return bounds
 
 
-def _joined(record: dict, alone: int, tokens: Tokens) -> int:
+def _joined(record: dict[str, Any], alone: int, tokens: Tokens) -> int:
     """count(rendered record + SEPARATOR): its own count plus what the separator changes,
     which is decided by the record's last characters."""
     tail = render_record(record["role"], record["text"][-TAIL_CHARS:])[-TAIL_CHARS:]
@@ -326,13 +329,13 @@ def _joined(record: dict, alone: int, tokens: Tokens) -> int:
 
 
 def _pack_exact(
-    records: Sequence[dict], budget: int, tokens: Tokens
-) -> list[tuple[list[dict], int]]:
+    records: Sequence[dict[str, Any]], budget: int, tokens: Tokens
+) -> list[tuple[list[dict[str, Any]], int]]:
     """Greedy packing counting every candidate chunk in full: the slow, assumption-free path."""
     return [(list(records[a:b]), t) for a, b, t in _plan_exact(records, budget, tokens)]
 
 
-def _plan_exact(records: Sequence[dict], budget: int, tokens: Tokens) -> Bounds:
+def _plan_exact(records: Sequence[dict[str, Any]], budget: int, tokens: Tokens) -> Bounds:
     bounds: Bounds = []
     first = n = 0
     for i in range(len(records)):

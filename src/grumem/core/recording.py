@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from grumem.core.json_text import loads, sha256_bytes, sha256_text
 from grumem.errors import RecordError
+from grumem.records.base import Fields
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -34,7 +35,7 @@ def stored_body(raw: bytes) -> dict[str, str]:
         }
 
 
-def response_bytes(response: dict[str, Any]) -> bytes | None:
+def response_bytes(response: Fields) -> bytes | None:
     """The raw body bytes of a recorded attempt; None when no body arrived.
 
     ValueError when `body_b64` is not base64 or `body` is not its decoding."""
@@ -51,9 +52,9 @@ def response_bytes(response: dict[str, Any]) -> bytes | None:
     return raw
 
 
-def check_request(path: str | PathLike[str], line: int | None, request: dict[str, Any]) -> str:
+def check_request(path: str | PathLike[str], line: int | None, request: Fields) -> str:
     """The recorded request body, after checking it against its sha256."""
-    body = request["body"]
+    body: str = request["body"]  # a string in every recording (response.schema.yaml)
     if sha256_text(body) != request["sha256"]:
         raise RecordError(
             path,
@@ -66,9 +67,7 @@ def check_request(path: str | PathLike[str], line: int | None, request: dict[str
     return body
 
 
-def check_response(
-    path: str | PathLike[str], line: int | None, response: dict[str, Any]
-) -> bytes | None:
+def check_response(path: str | PathLike[str], line: int | None, response: Fields) -> bytes | None:
     """The recorded response body's raw bytes, after checking them against their sha256."""
     try:
         raw = response_bytes(response)
@@ -111,7 +110,7 @@ def chat_content(body: str | bytes) -> tuple[str, str | None]:
 
 
 def recorded_content(
-    path: str | PathLike[str], line: int | None, response: dict[str, Any] | None
+    path: str | PathLike[str], line: int | None, response: Fields | None
 ) -> str | None:
     """The assistant text of a recorded response, derived from its sha-checked body;
     None when the body holds no chat content (a failure, recorded as such)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from grumem.core.tokens import Tokens
 from grumem.errors import BudgetError, TemplateError
@@ -33,7 +34,7 @@ class Budget:
     response: int = 2048
 
     @classmethod
-    def from_config(cls, cfg: dict | None) -> Budget:
+    def from_config(cls, cfg: dict[str, Any] | None) -> Budget:
         return cls(**(cfg or {}))
 
 

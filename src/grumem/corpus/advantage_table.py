@@ -114,7 +114,7 @@ class AdvantageTable:
                     turn_values[t, r] = adv.advantage_turn
             self._turn.append(turn_values)
         self._next = 0
-        turns = scores.turns
+        n_turns = scores.turns
         self.summary: dict[str, Any] = {
             "alpha": alpha,
             "return_weights": {
@@ -123,7 +123,7 @@ class AdvantageTable:
                 "r_format": weights.r_format,
             },
             "groups": scores.groups,
-            "turns_with_advantage": turns - nulls.advantage,
+            "turns_with_advantage": n_turns - nulls.advantage,
             "turns_without_advantage": nulls.advantage,
             "null_traj": {r: nulls.trajectories[r] for r in NULL_REASONS},
             "null_turn": {r: nulls.turns[r] for r in NULL_REASONS},
@@ -139,9 +139,8 @@ class AdvantageTable:
                 f"trajectory {record['trajectory_id']!r} is not the one the export's first"
                 " pass scored at its place: the log changed while it was read; rerun"
             )
-        a_traj: float | None = self._traj[i]
-        if math.isnan(a_traj):
-            a_traj = None
+        stored = self._traj[i]
+        a_traj = None if math.isnan(stored) else stored
         values = self._turn[self._group_of[i]]
         for turn in record["turns"]:
             a_turn = values[turn["t"], turn["r_update"]]

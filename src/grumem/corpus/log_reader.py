@@ -47,8 +47,15 @@ class LogTrajectory:
     abort: tuple[int, LogLine] | None
 
     @property
+    def first_line(self) -> tuple[int, LogLine]:
+        """(line number, record) of its first line: a turn, or the abort of one without."""
+        line = self.turns[0] if self.turns else self.abort
+        assert line is not None  # group_trajectories makes none without a line
+        return line
+
+    @property
     def first(self) -> LogLine:
-        return (self.turns[0] if self.turns else self.abort)[1]  # type: ignore[index]
+        return self.first_line[1]
 
 
 def group_trajectories(path: str, lines: Iterator[tuple[int, LogLine]]) -> Iterator[LogTrajectory]:

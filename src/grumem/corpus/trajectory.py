@@ -168,7 +168,7 @@ def session_evidence(
         return None
     first = traj.first
     session, query_id = first.session, first.query_id
-    lineno = (traj.turns[0] if traj.turns else traj.abort)[0]  # type: ignore[index]
+    lineno = traj.first_line[0]
     shas = sessions.get(session)
     if shas is None:
         raise RecordError(

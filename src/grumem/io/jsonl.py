@@ -59,7 +59,7 @@ def _is_strict_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-def strict_validator_class(s: dict[str, Any]) -> type:
+def strict_validator_class(s: dict[str, Any]) -> type[jsonschema.protocols.Validator]:
     """The schema's validator class, with `integer` meaning a JSON integer.
 
     jsonschema follows the spec's "a number with a zero fractional part is an
@@ -231,7 +231,8 @@ def _strict_type(self: Any) -> None:
 
     types = enforce_list(self._definition["type"])
     if "integer" not in types or "number" in types:
-        return type(self).__mro__[1].generate_type(self)
+        parent: Any = type(self).__mro__[1]  # the generator class this one extends
+        return parent.generate_type(self)
     python_types = ", ".join(JSON_TYPE_TO_PYTHON_TYPE[t] for t in types)
     # bool is an int in Python, not an integer in JSON
     extra = "" if "boolean" in types else f" or isinstance({self._variable}, bool)"
@@ -344,6 +345,7 @@ def write_jsonl(
                 try:
                     check(record)
                 except fastjsonschema.JsonSchemaValueException as e:
+                    assert schema_name is not None  # `check` is its validator
                     validate(record, schema_name, path, n)  # names the field, if it agrees
                     raise RecordError(path, n, ".".join(e.path[1:]) or None, e.message) from None
             try:

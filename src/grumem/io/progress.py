@@ -77,7 +77,7 @@ def stderr_also_to(log: IO[str]) -> Iterator[None]:
     shows stderr on the terminal keeps all of it (progress, statistics, errors) in
     its {log} too."""
     saved = sys.stderr
-    sys.stderr = _Tee(saved, log)  # type: ignore[assignment]
+    sys.stderr = _Tee(saved, log)
     try:
         yield
     finally:

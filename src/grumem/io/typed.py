@@ -43,9 +43,11 @@ def decode_line(path: str | os.PathLike[str], lineno: int, raw: bytes, kind: typ
     # a class holding values of any shape (a chunk record's `source`) lets msgspec
     # recurse as deep as they nest: a line with more brackets than the depth limit
     # goes the reference way, which measures its depth
-    if not (_open_values(kind) and raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH):
+    # a class is hashable: mypy does not see it through the cache (python/mypy#11470)
+    open_values = _open_values(kind)  # type: ignore[arg-type]
+    if not (open_values and raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH):
         try:
-            return typing.cast(R, decoder(kind).decode(raw))
+            return typing.cast(R, decoder(kind).decode(raw))  # type: ignore[arg-type]
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
     value = checked(json_line(path, lineno, raw), schema_name(kind), path, lineno)

@@ -113,8 +113,10 @@ class LLMClient:
         self.base_url = base_url
         self.mode = mode
         self.cache = ResponseCache(cache_dir)
-        one_url = isinstance(base_url, str) and max_in_flight is not None
-        eps = endpoints(base_url, max_in_flight if one_url else concurrency)
+        if isinstance(base_url, str) and max_in_flight is not None:
+            eps = endpoints(base_url, max_in_flight)
+        else:
+            eps = endpoints(base_url, concurrency)
         self._pool = EndpointPool(eps, max_in_flight) if eps else None
         # requests in flight at most, across the endpoints
         self.concurrency = self._pool.total if self._pool else max_in_flight or concurrency

@@ -135,8 +135,9 @@ class EndpointPool:
         try:
             return await fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled() and fut.result() is not None:
-                self.release(fut.result())  # granted as it was cancelled: give it back
+            granted = fut.result() if fut.done() and not fut.cancelled() else None
+            if granted is not None:
+                self.release(granted)  # granted as it was cancelled: give it back
             elif fut in queue:
                 queue.remove(fut)
             raise
@@ -168,9 +169,9 @@ class EndpointPool:
                 if not fut.done():
                     fut.set_result(self._take(i))
         while self._any:
-            i = self._pick()
-            if i is None:
+            pick = self._pick()
+            if pick is None:
                 return
             fut = self._any.popleft()
             if not fut.done():
-                fut.set_result(self._take(i))
+                fut.set_result(self._take(pick))

@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import IO, Any
 
 from grumem.core.json_text import stdlib_loads
 from grumem.errors import LocalServerError
@@ -80,7 +81,7 @@ class LocalServer:
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
         self.model = MODEL_NAME
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._log: IO[bytes] | None = None
 
     @property
     def base_url(self) -> str:
@@ -216,7 +217,7 @@ def _serve_without_extra_buffers() -> None:
 
     default_params = lib.llama_model_default_params
 
-    def params_without_extra_buffers():  # noqa: ANN202 (ctypes struct)
+    def params_without_extra_buffers() -> Any:  # llama_cpp's ctypes struct
         params = default_params()
         params.use_extra_bufts = False
         return params

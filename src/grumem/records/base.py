@@ -35,7 +35,7 @@ import math
 import re
 import types
 import typing
-from typing import Annotated, Any, Literal, Self, TypeAlias
+from typing import Annotated, Any, Literal, Protocol, Self, TypeAlias
 
 import msgspec
 
@@ -45,6 +45,7 @@ __all__ = [
     "ABSENT",
     "Absent",
     "Count",
+    "Fields",
     "JsonObject",
     "NonEmpty",
     "Number",
@@ -66,6 +67,14 @@ Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 Number: TypeAlias = int | float
 
 
+class Fields(Protocol):
+    """What reads a record's fields by name: a Record, or the JSON object it decodes from."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+    def get(self, name: str, default: Any = None, /) -> Any: ...
+
+
 class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A record of one schema; subclasses are its closed objects, in the schema's order."""
 
@@ -82,7 +91,7 @@ class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def decode(cls, data: bytes | str) -> Self:
         """The record of one JSON text, checked as its schema; RecordShapeError if it is not."""
         try:
-            return decoder(cls).decode(data)
+            return typing.cast(Self, decoder(cls).decode(data))
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
             raise shape_error(e) from None
 
@@ -159,7 +168,7 @@ def _floats_agree(record: Record) -> bool:
 
 
 @functools.cache
-def _float_fields(cls: type[Record]) -> list[str]:
+def _float_fields(cls: type[Record]) -> tuple[str, ...]:
     """The fields of `cls` that may hold a float, at any depth (the rest need no look)."""
     hints = typing.get_type_hints(cls, include_extras=True)
     return tuple(name for name in cls.__struct_fields__ if _may_hold_float(hints[name]))

@@ -18,16 +18,21 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.container import BarContainer
+    from matplotlib.typing import RcKeyType
 
 # the figure in inches; matplotlib's SVG counts 72 points to the inch
 WIDTH_IN, HEIGHT_IN = 7.6, 4.0
 # value labels above the bars only where they fit
 MAX_LABELLED_BARS = 40
 
-SVG_RC = {
+SVG_RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "grumem",
     "svg.fonttype": "path",
     "font.family": "DejaVu Sans",
@@ -80,12 +85,15 @@ def figure(chart: BarChart) -> Figure:
             return fig
         positions = range(n)
         bottom = [0.0] * n
+        bars: list[BarContainer] = []
         for s in chart.series:
-            ax.bar(positions, s.values, bottom=bottom, color=s.color, label=s.name, width=0.8)
+            bars.append(
+                ax.bar(positions, s.values, bottom=bottom, color=s.color, label=s.name, width=0.8)
+            )
             bottom = [b + v for b, v in zip(bottom, s.values, strict=True)]
         if n <= MAX_LABELLED_BARS:
             ax.bar_label(
-                ax.containers[-1],
+                bars[-1],
                 labels=[chart.value_format.format(v) for v in chart.totals()],
                 fontsize=7,
                 padding=2,

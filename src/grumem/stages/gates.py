@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from itertools import groupby
+from typing import Any
 
 from grumem.core.json_text import loads
 from grumem.core.loop import interpret, memory_after, user_message
@@ -38,7 +39,9 @@ def regate(
     when a recorded request holds a memory that the recomputed chain disagrees
     with (the recording was edited, or the loop has a bug)."""
     prompts = {(p.trajectory_id, p.t): p for _, p in read_records(prompts_path, PromptRecord)}
-    lines = read_records(responses_path, ResponseRecord)  # type: ignore[arg-type]
+    # a union of record classes is not a type[R] to mypy; read_records decodes either
+    kind: Any = ResponseRecord
+    lines: Iterator[tuple[int, ResponseRecord]] = read_records(responses_path, kind)
     for tid, group in groupby(lines, key=lambda item: item[1].trajectory_id):
         memory: str | None = None
         t_seen = 0

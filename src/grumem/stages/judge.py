@@ -221,6 +221,8 @@ async def judge_pair(
     # must match its sha256, and its content comes from the raw bytes
     raw = check_response(client.cache.path(sha), None, ex.response)
     try:
+        if raw is None:
+            raise ValueError("the response has no body")
         content, finish = chat_content(raw)
     except NOT_A_CHAT_COMPLETION as e:
         error = {

@@ -54,7 +54,7 @@ from grumem.errors import GrumemError, RecordError, SampleChanged
 from grumem.io.jsonl import atomic_writer, checked, read_jsonl
 from grumem.report.viewer import csp_hash
 
-ANSWERS = {"yes": True, "no": False, "skip": SKIP}
+ANSWERS: dict[str, bool | str] = {"yes": True, "no": False, "skip": SKIP}
 TOKEN_HEADER = "X-Grumem-Token"
 
 
@@ -99,10 +99,8 @@ class Sample:
         line = lines[i]
         body = line.rstrip(b"\r\n")
         rec = json_line(self.path, i + 1, body)
-        if (
-            not isinstance(rec, dict)
-            or SamplePair(rec.get("query_id"), rec.get("chunk_sha")) != (self.pairs[i])
-        ):
+        named = (rec.get("query_id"), rec.get("chunk_sha")) if isinstance(rec, dict) else None
+        if named != (self.pairs[i].query_id, self.pairs[i].chunk_sha):
             raise SampleChanged(
                 f"{self.path}:{i + 1}: no longer holds the pair served: the file was edited"
                 " while calibrate-serve ran; restart it"

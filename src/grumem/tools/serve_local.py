@@ -23,6 +23,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        assert server.proc is not None  # the context manager started it
         try:
             code = server.proc.wait()
         except KeyboardInterrupt:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Literal, overload
 
 from grumem.core.gate_parser import parse_gate_response
 from grumem.core.rewards import EXIT_NO_EVIDENCE, exit_decision, r_exit, r_format, r_update
@@ -72,6 +72,7 @@ def compute_score(
     arguments verl passes are ignored."""
     info = _extra_info(extra_info)
     label = _label(ground_truth)
+    error: str | None
     try:
         gate = parse_gate_response(solution_str)
     except ParseError as e:
@@ -80,18 +81,19 @@ def compute_score(
         update_gate, exit_gate, error = gate.update_gate, gate.exit_gate, None
     parsed = error is None
     r_ex, reason = _exit_reward(info, exit_gate)
+    r_upd, r_fmt = r_update(update_gate, label), r_format([parsed, info["other_asks_parsed"]])
     result = {
-        "r_update": r_update(update_gate, label),
+        "r_update": r_upd,
         "r_exit": r_ex,
         "r_exit_reason": reason,
-        "r_format": r_format([parsed, info["other_asks_parsed"]]),
+        "r_format": r_fmt,
         "parsed": parsed,
         "update_gate": update_gate,
         "exit_gate": exit_gate,
         "parse_error": error,
     }
     if parsed:
-        score = w_update * result["r_update"] + w_format * result["r_format"]
+        score = w_update * r_upd + w_format * r_fmt
         if r_ex is not None:
             score += w_exit * r_ex
     else:
@@ -170,6 +172,10 @@ def _sequence(extra_info: Mapping[str, Any]) -> list[Any]:
     return list(gates)
 
 
+@overload
+def _turn(name: str, value: Any, null: Literal[False]) -> int: ...
+@overload
+def _turn(name: str, value: Any, null: bool) -> int | None: ...
 def _turn(name: str, value: Any, null: bool) -> int | None:
     """A turn number (>= 1): an int, a numpy integer, or an integral float; NaN or None
     for null where the field may be null."""
@@ -178,10 +184,10 @@ def _turn(name: str, value: Any, null: bool) -> int | None:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         pass  # True is 1 to Python: a boolean is no turn
     elif isinstance(value, Integral):
-        if value >= 1:
+        if int(value) >= 1:
             return int(value)
-    elif isinstance(value, Real) and float(value).is_integer() and value >= 1:
-        return int(value)
+    elif isinstance(value, Real) and float(value).is_integer() and float(value) >= 1:
+        return int(float(value))
     if null:
         raise ValueError(f"extra_info.{name} {value!r} is neither a turn nor null")
     raise ValueError(f"extra_info.{name} {value!r} is not a turn (an integer >= 1)")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from grumem.core.json_text import sha256_text
 from grumem.core.loop import interpret_content, memory_after, stops, user_message
-from grumem.core.template import BudgetError, PromptBuilder
+from grumem.core.template import PromptBuilder
 from grumem.core.tokens import Tokens
-from grumem.errors import GrumemError
+from grumem.errors import BudgetError, GrumemError
 from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.session_row import SessionChunk, SessionRow

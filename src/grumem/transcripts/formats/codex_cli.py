@@ -142,10 +142,10 @@ def _response_item(
         session.records.append(record("assistant", text, {**src, "call_id": call_id}))
     elif kind == "local_shell_call":
         action = require(item, "action", dict, path, line, "payload.")
-        call_id = item.get("call_id")
-        if isinstance(call_id, str):
-            tool_names[call_id] = "local_shell"
-            src["call_id"] = call_id
+        shell_id = item.get("call_id")
+        if isinstance(shell_id, str):
+            tool_names[shell_id] = "local_shell"
+            src["call_id"] = shell_id
         session.records.append(record("assistant", tool_call_text("local_shell", action), src))
     elif kind == "web_search_call":
         action = require(item, "action", dict, path, line, "payload.")

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from grumem.core.json_text import stdlib_loads
@@ -148,7 +148,7 @@ def read(
     return SessionStream(count, sessions)
 
 
-def _error(path: str, where: str, at: int, field: str, why: str) -> RecordError:
+def _error(path: str, where: str, at: int, field: str | None, why: str) -> RecordError:
     if where == "line":
         return RecordError(path, at, field, why)
     return RecordError(path, None, field, f"(row {at}) {why}")
@@ -224,6 +224,10 @@ def _pick(names: list[str], wanted: str | None, path: str) -> str:
     raise RecordError(path, None, MESSAGES_FIELDS[0], why)
 
 
+# (rows, a function iterating (row number, messages field, messages, id) over them)
+Rows = tuple[int, Callable[[], Iterator[tuple[int, str, Any, Any]]]]
+
+
 def _parquet_file(path: str | os.PathLike[str]) -> Any:
     """The Parquet file opened; what pyarrow refuses (a schema nested deeper than its
     limit of 100 nodes, a damaged footer) is a RecordError naming the file."""
@@ -231,12 +235,12 @@ def _parquet_file(path: str | os.PathLike[str]) -> Any:
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(os.fspath(path))
     except (OSError, pa.ArrowException) as e:
         raise RecordError(path, None, None, f"cannot be read as Parquet: {e}") from None
 
 
-def _parquet_rows(path: str, messages_field: str | None, id_field: str | None):
+def _parquet_rows(path: str, messages_field: str | None, id_field: str | None) -> Rows:
     pf = _parquet_file(path)
     names = pf.schema_arrow.names
     field = _pick(names, messages_field, path)
@@ -264,7 +268,7 @@ def _no_nulls(value: Any) -> Any:
     return value
 
 
-def _json_lines_rows(path: str, messages_field: str | None, id_field: str | None):
+def _json_lines_rows(path: str, messages_field: str | None, id_field: str | None) -> Rows:
     count = 0
     with open(path, "rb") as f:
         for raw in f:
