@@ -26,6 +26,7 @@ from grumem.io.jsonl import validate
 from grumem.records.session_row import SessionRowRecord
 
 __all__ = ["SCHEMA", "SessionChunk", "SessionRow", "plain", "read_session_row"]
+__all__ += ["without_chunk_texts"]
 
 SCHEMA = "session-row"
 
@@ -114,6 +115,13 @@ def read_session_row(columns: Mapping[str, Any]) -> SessionRow:
         return_weights=ReturnWeights(w.r_update, w.r_exit, w.r_format),
         index=info.index,
     )
+
+
+def without_chunk_texts(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's columns as each turn's training row keeps them: chunk shas, no texts."""
+    info = plain(columns["extra_info"])
+    info["chunks"] = [{"chunk_sha": c["chunk_sha"]} for c in info["chunks"]]
+    return {**columns, "extra_info": info}
 
 
 def plain(value: Any) -> Any:
