@@ -144,11 +144,20 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out-dir",
         required=True,
-        help="writes trajectories.jsonl, turns.parquet, summary.json, README.md (the card)",
+        help="writes trajectories.jsonl, turns.parquet, summary.json, README.md (the card),"
+        " sessions.parquet with --queries",
     )
     p.add_argument(
-        "--template", default=None, help="the prompts' template: its sha256 goes in the card"
+        "--template",
+        default=None,
+        help="the prompts' template: its sha256 goes in the card and in sessions.parquet",
     )
+    p.add_argument(
+        "--queries",
+        default=None,
+        help="the project's queries: also write sessions.parquet (needs --chunks, --project)",
+    )
+    p.add_argument("--project", default=None, help="the project, named in sessions.parquet")
     p.set_defaults(handler="grumem.stages.export:main")
 
 

@@ -22,7 +22,7 @@ from grumem.corpus.parquet import PARQUET_SCHEMA
 from grumem.errors import GrumemError
 from grumem.io.jsonl import sha256_file
 from grumem.io.template_files import DEFAULT_TEMPLATE
-from grumem.stages.export import SUMMARY, TURNS, export
+from grumem.stages.export import SESSIONS, SUMMARY, TURNS, export
 from support.export import FILES, FIXTURE, calibrate, inputs
 from support.verl_venv import VERL_PYTHON
 
@@ -88,6 +88,40 @@ def test_the_cards_columns_are_the_parquet_files(corpus: Path) -> None:
     assert ("prompt", "list<struct>") in listed and ("prompt.content", "string") in listed
 
 
+@pytest.fixture
+def corpus_with_sessions(tmp_path: Path) -> Path:
+    """The export fixture's corpus with its sessions.parquet (queries and chunks given)."""
+    for name in FILES:
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    calibrate(tmp_path)
+    export(
+        inputs(
+            tmp_path,
+            template=str(DEFAULT_TEMPLATE),
+            chunks=(str(tmp_path / "chunks.jsonl"),),
+            queries=str(FIXTURE / "queries.yaml"),
+            project="demo",
+        )
+    )
+    return tmp_path / "corpus"
+
+
+def test_the_cards_sessions_columns_are_the_sessions_files(corpus_with_sessions: Path) -> None:
+    header, body = header_and_body((corpus_with_sessions / CARD).read_text(encoding="utf-8"))
+    assert header["configs"] == [
+        {"config_name": "turns", "data_files": "turns.parquet", "default": True},
+        {"config_name": "sessions", "data_files": "sessions.parquet"},
+    ]
+    listed = card_columns(body, "Columns of sessions.parquet")
+    assert listed == schema_columns(pq.read_schema(corpus_with_sessions / SESSIONS))
+    assert ("extra_info.chunks", "list<struct>") in listed
+    assert ("extra_info.chunks.text", "string") in listed
+    assert ("reward_model.ground_truth", "list<string>") in listed
+    # turns.parquet's table is the same as without sessions
+    turns = card_columns(body, "Columns of turns.parquet")
+    assert turns == schema_columns(pq.read_schema(corpus_with_sessions / TURNS))
+
+
 def test_the_header_follows_the_hubs_convention(corpus: Path) -> None:
     header, body = header_and_body((corpus / CARD).read_text(encoding="utf-8"))
     assert header["license"] == "other" and "unset" in header["license_name"]
@@ -146,20 +180,15 @@ def test_an_undescribed_column_is_an_error(corpus: Path) -> None:
 
 
 @pytest.mark.verl
-def test_datasets_loads_the_corpus_directory(corpus: Path, tmp_path: Path) -> None:
+def test_datasets_loads_the_corpus_directory(corpus_with_sessions: Path, tmp_path: Path) -> None:
     """What a `datasets` user and the Hub do with the directory: its card's configs."""
     assert VERL_PYTHON.exists(), (
         f"{VERL_PYTHON} does not exist: this test loads the corpus with Hugging Face's"
         " `datasets`, which .venv-verl has; make it with `make venv-verl`"
     )
-    # a sessions.parquet beside turns.parquet, and a card that names it: the two configs
+    # sessions.parquet beside turns.parquet, and the card naming it: the two configs
     # load apart (without configs, `datasets` would read both files as one table)
-    sessions = pa.table({"query_id": ["q1", "q2"], "chunks": [["a", "b"], ["c"]]})
-    pq.write_table(sessions, corpus / "sessions.parquet")
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
-    (corpus / CARD).write_text(
-        card_text(summary, PARQUET_SCHEMA, {"m": 5}, {"m": 24}, None, sessions.schema)
-    )
+    corpus = corpus_with_sessions
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     env["HF_HOME"] = str(tmp_path / "hf")  # its caches under the test's directory
     proc = subprocess.run(
@@ -172,5 +201,6 @@ def test_datasets_loads_the_corpus_directory(corpus: Path, tmp_path: Path) -> No
     assert seen["default"] == seen["turns"]
     assert seen["turns"]["train"]["rows"] == turns.num_rows == 24
     assert seen["turns"]["train"]["columns"] == turns.column_names
-    assert seen["sessions"]["train"]["rows"] == 2
-    assert seen["sessions"]["train"]["columns"] == ["query_id", "chunks"]
+    sessions = pq.read_table(corpus / SESSIONS)
+    assert seen["sessions"]["train"]["rows"] == sessions.num_rows == 6
+    assert seen["sessions"]["train"]["columns"] == sessions.column_names

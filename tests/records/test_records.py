@@ -31,7 +31,7 @@ from grumem.io.paths import SCHEMAS_DIR
 from grumem.records import SCHEMAS, schema_name
 from grumem.records.base import Record, decoder
 from grumem.records.log import LogLine
-from grumem.records.session_row import SessionRow
+from grumem.records.session_row import SessionRowRecord
 from grumem.records.trajectory import Trajectory
 from support.checkout import FIXTURES_DIR
 from support.schema_data import from_schema
@@ -579,8 +579,8 @@ def test_every_file_a_run_writes_round_trips(tmp_path: Path, fake_server) -> Non
                 counts[name] += 1
     for path in sorted(results.glob("*/corpus/sessions.parquet")):
         for row in pq.read_table(path).to_pylist():
-            assert SessionRow.convert(row).to_dict() == row, path
+            assert SessionRowRecord.convert(row).to_dict() == row, path
             counts["session-row"] += 1
     # every kind met, but the judge's failures: it labelled every pair
-    assert [n for n, c in counts.items() if c == 0] == ["session-row", "unjudged"]
+    assert [n for n, c in counts.items() if c == 0] == ["unjudged"]
     assert (results / "demo/unjudged.jsonl").read_bytes() == b""

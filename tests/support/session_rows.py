@@ -1,23 +1,23 @@
-"""sessions.parquet rows of the bundled demo (fixtures/demo), as the export will write
-them: each chunk rendered as the prompts stage fills `{chunk}` (Chunk.text), its
-label joined from fixtures/demo/labels.jsonl by (query_id, chunk_sha)."""
+"""sessions.parquet rows of the bundled demo (fixtures/demo), made by the export's own
+code (grumem.corpus.sessions) with the settings the demo's config gives: each chunk
+rendered as the prompts stage fills `{chunk}`, its label joined from
+fixtures/demo/labels.jsonl by (query_id, chunk_sha)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grumem.config.settings import load_queries
 from grumem.core.advantages import ALPHA, ReturnWeights
 from grumem.core.json_text import sha256_text
+from grumem.core.session_row import ABILITY, WEIGHTS
 from grumem.core.template import Budget
-from grumem.io.chunk_files import iter_sessions
+from grumem.corpus.sessions import RowSettings, SessionChunks, session_rows, write_sessions
 from grumem.io.labels import load_labels
 from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
-from grumem.verl.session_row import WEIGHTS, session_row
 
 BUDGET = Budget()  # the config's defaults
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
@@ -30,33 +30,28 @@ def demo_session_rows(
     alpha: float = ALPHA,
     return_weights: ReturnWeights = WEIGHTS,
 ) -> list[dict[str, Any]]:
-    """One row per (query, session) of the demo, queries first, sessions in file order."""
+    """One row per (query, session) of the demo, in the export's order."""
+    settings = RowSettings(
+        level=level,
+        budget=budget,
+        template_sha256=sha256_text(load_template(DEFAULT_TEMPLATE)),
+        system=system,
+        alpha=alpha,
+        return_weights=return_weights,
+        data_source="grumem",
+        ability=ABILITY,
+    )
+    queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    sessions = list(iter_sessions([DEMO / "chunks"]))
-    template_sha = sha256_text(load_template(DEFAULT_TEMPLATE))
-    rows = []
-    for query in load_queries(DEMO / "queries.yaml"):
-        for session, chunks in sessions:
-            rows.append(
-                session_row(
-                    len(rows),
-                    "demo",
-                    query,
-                    session,
-                    [(c.text, c.sha) for c in chunks],
-                    labels.get,
-                    level=level,
-                    budget=budget,
-                    template_sha256=template_sha,
-                    system=system,
-                    alpha=alpha,
-                    return_weights=return_weights,
-                )
-            )
-    return rows
+    return list(session_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
-    """The rows as a parquet file verl's RLHFDataset reads."""
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    """The rows as a parquet file verl's RLHFDataset reads, as the export writes it."""
+    with open(path, "wb") as f:
+        write_sessions(f, rows)
     return path
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return pq.read_table(path).to_pylist()

@@ -17,6 +17,9 @@ printed last for the test to assert on.
   verl stores) and verl's compute_advantage_for_multi_trajectories with the
   registered estimator, and with stock `grpo` beside it.
 - `compose`: a command line's overrides composed onto verl's trainer config.
+- `dataset`: the export's own sessions.parquet loaded by verl's RLHFDataset with the
+  data config `grumem verl-config --online` prints, and one of its rows, as verl's
+  agent loop worker hands a row over, run by the `grumem` agent loop.
 - `worker`: verl's v1 rollout path on this machine: Ray (127.0.0.1 only),
   TransferQueue, GrumemAgentLoopWorker (what GrumemAgentLoopManager makes Ray
   actors of) given a dataloader batch of sessions.parquet rows as the trainer
@@ -27,6 +30,7 @@ printed last for the test to assert on.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import pickle
 import sys
@@ -420,14 +424,14 @@ def row_bytes(row: dict) -> dict:
     """What a training row copies of its dataset row (pickled extra_info, bytes), with
     and without the chunk texts: the demo row, and a 200-chunk session at the
     section budget."""
-    from grumem.verl.worker import without_chunk_texts
+    from grumem.verl.session_row import without_chunk_texts
 
     big = json.loads(json.dumps(row))
     chunks = big["extra_info"]["chunks"]
     # 200 distinct chunks of ~5,000 tokens (budget.section) each, ~4 characters a token
     big["extra_info"]["chunks"] = [
-        {"text": f"{i} " + (chunks[i % len(chunks)]["text"] * 30)[:20_000], "chunk_sha": "0" * 64}
-        for i in range(200)
+        {"text": text, "chunk_sha": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+        for text in (f"{i} " + (chunks[i % len(chunks)]["text"] * 30)[:20_000] for i in range(200))
     ]
 
     def size(r: dict) -> int:
@@ -463,6 +467,49 @@ def job_compose(overrides: list[str]) -> dict:
     }
 
 
+# ---------------------------------------------------------------------- dataset
+
+
+def job_dataset(tokenizer: Any, spec: dict) -> dict:
+    """RLHFDataset over the file the overrides name (data.train_files), items through
+    verl's collate_fn; the chosen row's columns passed to the loop as verl's worker
+    passes them (each non-tensor column's value at the row, agent_name taken out)."""
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=spec["overrides"])
+    dataset = RLHFDataset(
+        data_files=config.data.train_files, tokenizer=tokenizer, config=config.data
+    )
+    batch = collate_fn([dataset[i] for i in range(len(dataset))])
+    columns = {k: v for k, v in batch.items() if isinstance(v, np.ndarray)}
+    items = [{k: v[i] for k, v in columns.items()} for i in range(len(dataset))]
+    seen: dict[str, Any] = {
+        "train_files": config.data.train_files,
+        "rows": len(dataset),
+        "columns": sorted(columns),
+        "agent_names": [str(item["agent_name"]) for item in items],
+        "raw_prompts": [[dict(m) for m in item["raw_prompt"]] for item in items],
+        "keys": [[item["extra_info"]["query_id"], item["extra_info"]["session"]] for item in items],
+    }
+    (kwargs,) = [
+        item
+        for item in items
+        if [item["extra_info"]["query_id"], item["extra_info"]["session"]] == spec["key"]
+    ]
+    kwargs = dict(kwargs)
+    seen["agent_name"] = str(kwargs.pop("agent_name"))
+    server = ScriptedServerManager(tokenizer, [spec["script"]], eos_id(tokenizer))
+    outputs = asyncio.run(run_loop(tokenizer, server, kwargs, {"temperature": 1.0}))
+    seen["turns"] = [
+        {
+            "fields": o.extra_fields["grumem"],
+            "user": user_message(tokenizer, o.prompt_ids),
+            "response": decode(tokenizer, o.response_ids, special=False),
+        }
+        for o in outputs
+    ]
+    return seen
+
+
 # ------------------------------------------------------------------------- main
 
 
@@ -482,6 +529,8 @@ def main(spec_path: str) -> dict:
             seen[job] = job_group(tokenizer, inputs)
         elif job == "compose":
             seen[job] = job_compose(inputs)
+        elif job == "dataset":
+            seen[job] = job_dataset(tokenizer, inputs)
         elif job == "worker":
             seen[job] = job_worker(tokenizer, gguf, scratch, inputs)
         else:

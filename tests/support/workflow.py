@@ -229,7 +229,7 @@ def write_queries(path: Path, question: str = "What failed?") -> None:
     path.write_text(yaml.safe_dump({"queries": [{"id": "q", "question": question}]}))
 
 
-CORPUS = ("trajectories.jsonl", "turns.parquet", "summary.json")
+CORPUS = ("trajectories.jsonl", "turns.parquet", "sessions.parquet", "summary.json")
 
 
 def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
@@ -243,12 +243,15 @@ def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
 # fresh venv may upgrade. The shard rule orders the rows (`stable`, the default,
 # puts the demo's files in other shards than `sorted`, and extra_info.index, a row's
 # place, follows); the order-free digests are the same under both rules.
+# sessions.parquet is pinned like turns.parquet; its rows are sorted by (session,
+# query_id), so no shard rule moves them.
 PINNED_DEMO_CORPUS = {
     "trajectories.jsonl": "cddb3fa52c1c7ec1cf86826b2606297ab8fe3cbb58d1df6df6fab610004708c3",
     "summary.json": "73cd03971803a7e357b7a4efe6e49df0fea631667741eb24f301caf8aead120a",
     "turns.parquet rows": "89acad39df1857a941bc5bafb98e56e47083523056d6be5799d95e76c37c8141",
     "trajectories, any order": "f45b75fb34fdf34b82bc924152d2091fdbcc88e8fd3b0eb5f4b4af0f549f4aee",
     "parquet rows, any order": "a130edd8c19318c6799b42d637aabb8904748b03de6828be9015ca600f6f6ac5",
+    "sessions.parquet rows": "f3935e23f130a66d631a1f7b0d63c6ad659ac1bbf376b342547e85775bf996b5",
 }
 
 
@@ -258,6 +261,8 @@ def corpus_digests(work: Path, project: str = "demo") -> dict[str, str]:
     corpus = work / f"results/{project}/corpus"
     table = pq.read_table(corpus / "turns.parquet")
     rows = json.dumps({"schema": str(table.schema), "rows": table.to_pylist()}, sort_keys=True)
+    sessions = pq.read_table(corpus / "sessions.parquet")
+    session_rows = {"schema": str(sessions.schema), "rows": sessions.to_pylist()}
     # the summary names the log's sha256 (its attempts carry latencies, which differ
     # from run to run; the corpus does not) and the labels' path in this checkout
     summary = json.loads((corpus / "summary.json").read_bytes())
@@ -276,6 +281,9 @@ def corpus_digests(work: Path, project: str = "demo") -> dict[str, str]:
         # the same records in any order: what a change of shard rule may not move
         "trajectories, any order": sha256_bytes(b"".join(sorted(lines))),
         "parquet rows, any order": sha256_bytes("\n".join(rows_sorted).encode("utf-8")),
+        "sessions.parquet rows": sha256_bytes(
+            json.dumps(session_rows, sort_keys=True).encode("utf-8")
+        ),
     }
 
 

@@ -40,7 +40,7 @@ from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.group_step import step_metrics
 from grumem.verl.session_row import read_session_row
 from support.harness import start_fake_server
-from support.session_rows import demo_session_rows, write_rows
+from support.session_rows import demo_session_rows
 from support.verl_venv import samples2_script, smollm2_gguf
 from support.workflow import REPO, snakemake, write_config
 
@@ -88,11 +88,11 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     work = tmp_path_factory.mktemp("online")
     corpus = recorded_corpus(work, tmp_path_factory)
-    sessions = write_rows(work / "sessions.parquet", demo_session_rows())
-    overrides = verl_config("--online", "--corpus", str(sessions.parent))
+    # the command line docs/verl.md shows, on the corpus the workflow exported
+    overrides = verl_config("--online", "--corpus", str(corpus))
     docs_args, docs_overrides = docs_gpu_command()
     corpus_at = docs_args.index("--corpus") + 1
-    docs_args[corpus_at] = str(sessions.parent)
+    docs_args[corpus_at] = str(corpus)
     spec = {
         "gguf": str(smollm2_gguf()),
         "scratch": str(work / "scratch"),
@@ -101,6 +101,11 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "replay": replay_groups(corpus),
             "group": GROUP_CASES,
             "compose": [*verl_config(*docs_args), *docs_overrides],
+            "dataset": {
+                "overrides": overrides,
+                "key": list(REAL),
+                "script": GROUP_CASES[0]["scripts"][0],
+            },
             "worker": {
                 "query_id": REAL[0],
                 "session": REAL[1],
@@ -336,6 +341,43 @@ def test_group_step_values_pass_verls_advantage_step_per_turn(seen) -> None:
         1,
     )
     assert m == step_metrics(zip(keys, turns, strict=True), "training")
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verls_dataset_loads_the_exported_sessions_and_the_loop_runs_a_row(seen) -> None:
+    """The export's own sessions.parquet (the demo run's), read by verl's RLHFDataset with
+    the data config `grumem verl-config --online` prints: every row kept, each naming the
+    `grumem` loop; one row, handed over as verl's worker hands it, runs the loop."""
+    import pyarrow.parquet as pq
+
+    d = seen["dataset"]
+    sessions = Path(seen["corpus"]) / "sessions.parquet"
+    rows = pq.read_table(sessions).to_pylist()
+    assert d["train_files"] == str(sessions.resolve())
+    assert d["rows"] == len(rows) == 10  # 2 queries x 5 sessions, none filtered out
+    assert {"agent_name", "extra_info", "raw_prompt", "reward_model"} <= set(d["columns"])
+    assert d["agent_names"] == ["grumem"] * 10
+    assert d["raw_prompts"] == [r["prompt"] for r in rows]
+    assert d["keys"] == [[r["extra_info"]["query_id"], r["extra_info"]["session"]] for r in rows]
+    assert d["agent_name"] == "grumem"
+    (row,) = [r for r in rows if (r["extra_info"]["query_id"], r["extra_info"]["session"]) == REAL]
+    script = GROUP_CASES[0]["scripts"][0]
+    want = expected_turns(row, script)
+    assert len(d["turns"]) == len(row["extra_info"]["chunks"]) == 3  # L1: every chunk read
+    assert [t["user"] for t in d["turns"]] == [w["user"] for w in want]
+    assert [t["response"] for t in d["turns"]] == script
+    for turn, w, chunk in zip(d["turns"], want, row["extra_info"]["chunks"], strict=True):
+        f = turn["fields"]
+        assert (f["parsed"], f["update_gate"], f["exit_gate"]) == (
+            w["parsed"],
+            w["update_gate"],
+            w["exit_gate"],
+        )
+        assert f["chunk_sha"] == chunk["chunk_sha"]
+    assert [t["fields"]["label"] for t in d["turns"]] == [
+        v == "yes" for v in row["reward_model"]["ground_truth"]
+    ]
 
 
 @pytest.mark.slow

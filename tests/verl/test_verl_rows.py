@@ -14,9 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grumem.config.settings import load_queries
+from grumem.core.json_text import sha256_text
 from grumem.core.loop import user_message
+from grumem.core.session_row import session_row
 from grumem.core.template import Budget
-from grumem.errors import GrumemError
+from grumem.errors import GrumemError, SessionRowError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import validate
 from grumem.io.labels import load_labels
@@ -30,7 +32,7 @@ from grumem.verl.rollout import (
     prompt_builder,
     turn_prompt,
 )
-from grumem.verl.session_row import SessionRowError, read_session_row, session_row
+from grumem.verl.session_row import read_session_row
 from support.session_rows import DEMO, demo_session_rows
 
 TOKENS = cl100k_tokens()
@@ -78,15 +80,16 @@ def test_demo_rows_carry_the_chunks_as_the_prompts_stage_renders_them() -> None:
 
 def test_a_chunk_without_a_label_is_refused_naming_it() -> None:
     (query,) = [q for q in load_queries(DEMO / "queries.yaml") if q["id"] == "environment"]
-    chunks = [("some text", "a" * 64), ("more", "b" * 64)]
-    with pytest.raises(SessionRowError, match=r"chunk t=2 \(bbbbbbbbbbbb…\) has no label"):
+    chunks = [(text, sha256_text(text)) for text in ("some text", "more")]
+    first = chunks[0][1]
+    with pytest.raises(SessionRowError, match=rf"chunk t=2 \({chunks[1][1][:12]}…\) has no label"):
         session_row(
             0,
             "p",
             query,
             "s",
             chunks,
-            lambda q, sha: True if sha.startswith("a") else None,
+            lambda q, sha: True if sha == first else None,
             level="L1",
             budget=Budget(),
             template_sha256="0" * 64,

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -377,6 +378,34 @@ def test_transcripts_project_chunks_then_prompts(tmp_path, fake_server) -> None:
     assert sessions == {p.stem for p in chunk_files}
 
 
+def sessions_chunks_are_the_recorded_sections(corpus: Path) -> int:
+    """Every chunk text of sessions.parquet is, byte for byte, what fills `{chunk}` in
+    the recorded user message of its turn (trajectories.jsonl's prompts are the
+    recorded requests); how many turns were checked. The template ends with the
+    section slot: the user message ends with "<section> " + text + " </section>"."""
+    import pyarrow.parquet as pq
+
+    template = (REPO / "templates/gru-mem.txt").read_text(encoding="utf-8")
+    before, after = template.split("{chunk}")
+    opening = before.rsplit("\n", 1)[-1]
+    assert (opening, after) == ("<section> ", " </section>")
+    recorded = {}
+    for traj in read_lines(corpus / "trajectories.jsonl"):
+        _, query_id, session, _ = traj["trajectory_id"].split("/")
+        for turn in traj["turns"]:
+            (user,) = [m["content"] for m in turn["prompt"] if m["role"] == "user"]
+            recorded.setdefault((query_id, session, turn["t"]), []).append(user)
+    checked = 0
+    for row in pq.read_table(corpus / "sessions.parquet").to_pylist():
+        info = row["extra_info"]
+        for t, chunk in enumerate(info["chunks"], start=1):
+            for user in recorded[(info["query_id"], info["session"], t)]:
+                assert user.endswith(opening + chunk["text"] + after), (info["session"], t)
+                assert f"<problem> {info['question']} </problem>" in user
+                checked += 1
+    return checked
+
+
 def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> None:
     import pyarrow.parquet as pq
 
@@ -388,6 +417,7 @@ def test_export_live_then_replay_gives_the_same_bytes(tmp_path, fake_server) -> 
     assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     assert table.num_rows == 72
     assert corpus_digests(tmp_path) == PINNED_DEMO_CORPUS
+    assert sessions_chunks_are_the_recorded_sections(tmp_path / "results/demo/corpus") == 72
     # statistics go to the jobs' logs (a rule captures stderr), not to stdout
     assert "kappa: " in (tmp_path / "logs/kappa/demo.log").read_text(encoding="utf-8")
     assert "trajectories" in (tmp_path / "logs/export/demo.log").read_text(encoding="utf-8")

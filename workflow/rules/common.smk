@@ -209,7 +209,13 @@ def calibration_file(wildcards):
     return p["calibration"]
 
 
-CORPUS_FILES = ["trajectories.jsonl", "turns.parquet", "summary.json", "README.md"]
+CORPUS_FILES = [
+    "trajectories.jsonl",
+    "turns.parquet",
+    "sessions.parquet",
+    "summary.json",
+    "README.md",
+]
 
 
 def all_corpus_files():

@@ -10,6 +10,8 @@ rule export_project:
         chunks=project_chunk_inputs,
         # named in the dataset card (its sha256): the file the prompts were filled from
         template=TEMPLATE,
+        # sessions.parquet: one row per (query, session), for online training
+        queries=queries_file,
     output:
         expand("results/{{project}}/corpus/{file}", file=CORPUS_FILES),
     log:
@@ -20,9 +22,17 @@ rule export_project:
         "../../environment.yml"
     params:
         out_dir="results/{project}/corpus",
-        settings=settings("export"),
+        # the level, budget and system message the prompts were made with: sessions rows
+        settings=settings(
+            "export",
+            "loop",
+            "budget",
+            "llm",
+            only={"loop": ["level"], "llm": ["system"]},
+        ),
     shell:
         "grumem export --settings {params.settings:q} --turn-log {input.turn_log}"
         " --labels {input.labels:q} --kappa {input.kappa}"
         " --chunks {input.chunks:q} --template {input.template:q}"
+        " --queries {input.queries:q} --project {wildcards.project}"
         " --out-dir {params.out_dir} 2> {log}"

@@ -88,7 +88,8 @@ _TOP = ("data_source", "ability")
 _COLUMNS = (*_TOP, *(f.name for f in (*_REWARD_MODEL, *_EXTRA_INFO)))
 
 
-def _statistics_columns() -> list[str]:
+def statistics_columns(schema: pa.Schema, without: set[str]) -> list[str]:
+    """The leaf columns of `schema` (parquet's dotted paths) but those `without`."""
     leaves: list[str] = []
 
     def walk(prefix: str, t: pa.DataType) -> None:
@@ -100,9 +101,9 @@ def _statistics_columns() -> list[str]:
         else:
             leaves.append(prefix)
 
-    for f in PARQUET_SCHEMA:
+    for f in schema:
         walk(f.name, f.type)
-    return [c for c in leaves if c not in _NO_STATISTICS]
+    return [c for c in leaves if c not in without]
 
 
 class ParquetSink:
@@ -114,7 +115,10 @@ class ParquetSink:
         # no created_by override needed: pyarrow writes its version, not a time,
         # so equal rows give equal bytes (tests check)
         self._writer = pq.ParquetWriter(
-            sink, PARQUET_SCHEMA, compression="zstd", write_statistics=_statistics_columns()
+            sink,
+            PARQUET_SCHEMA,
+            compression="zstd",
+            write_statistics=statistics_columns(PARQUET_SCHEMA, _NO_STATISTICS),
         )
         self._clear()
 

@@ -14,7 +14,7 @@ loaded and checked by grumem.config, not records a stage writes for another).
     records/kappa.py       KappaCalibration (kappa)
     records/trajectory.py  Trajectory (trajectory)
     records/summary.py     CorpusSummary (summary)
-    records/session_row.py SessionRow (session-row): a row of sessions.parquet
+    records/session_row.py SessionRowRecord (session-row): a row of sessions.parquet
 
 SCHEMAS maps each schema's name to its type; grumem.io.typed reads and writes JSON
 Lines through them, the schema (the contract) deciding what the C check refuses.
@@ -33,7 +33,7 @@ from grumem.records.log import LogLine
 from grumem.records.prompt import PromptRecord
 from grumem.records.response import ResponseRecord
 from grumem.records.session import SessionEntry
-from grumem.records.session_row import SessionRow
+from grumem.records.session_row import SessionRowRecord
 from grumem.records.summary import CorpusSummary
 from grumem.records.trajectory import Trajectory
 
@@ -51,7 +51,7 @@ SCHEMAS: dict[str, Any] = {
     "prompt": PromptRecord,
     "response": ResponseRecord,
     "session": SessionEntry,
-    "session-row": SessionRow,
+    "session-row": SessionRowRecord,
     "summary": CorpusSummary,
     "trajectory": Trajectory,
     "unjudged": UnjudgedPair,

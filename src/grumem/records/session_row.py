@@ -1,52 +1,59 @@
 """A row of corpus/sessions.parquet (workflow/schemas/session-row.schema.yaml): one
-(project, query, session), what an online rollout of the loop needs. The export
-builds it, verl's dataset hands its columns to the `grumem` agent loop."""
+(project, query, session), what an online rollout of the GRU-Mem loop needs. The
+export builds it (grumem.core.session_row), verl's dataset hands its columns to
+the `grumem` agent loop (grumem.verl.session_row reads them back). The classes
+mirror the schema field for field, in its property order (the order the export
+writes the columns); tests/records/test_session_row_record.py holds them against
+the schema."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
 import msgspec
 
+from grumem.errors import RecordShapeError, SessionRowError
 from grumem.records.base import Count, NonEmpty, Number, Positive, Record, Sha256
 
 __all__ = [
-    "Budget",
-    "ChatMessage",
-    "ReturnWeights",
-    "RewardModel",
-    "SessionChunk",
+    "AGENT_NAME",
+    "ChunkText",
+    "ReturnWeightsRecord",
+    "RowBudget",
+    "RowMessage",
+    "RowRewardModel",
     "SessionInfo",
-    "SessionRow",
+    "SessionRowRecord",
 ]
 
-Alpha: TypeAlias = (
-    Annotated[int, msgspec.Meta(ge=0, le=1)] | Annotated[float, msgspec.Meta(ge=0, le=1)]
-)
+AGENT_NAME = "grumem"  # the agent loop's registered name (grumem.verl.agent_loop)
+
+_UNIT = msgspec.Meta(ge=0, le=1)
+Fraction: TypeAlias = Annotated[int, _UNIT] | Annotated[float, _UNIT]  # a number in [0, 1]
 
 
-class ChatMessage(Record, frozen=True):
-    """The question as the one user message verl's dataset filters read."""
+class RowMessage(Record, frozen=True):
+    """The question as verl's dataset reads a prompt: one user message."""
 
     role: Literal["user"]
     content: str
 
 
-class RewardModel(Record, frozen=True):
-    """The evidence label of chunks[i], one per chunk, as turns.parquet encodes it."""
+class RowRewardModel(Record, frozen=True):
+    """verl's reward field: the evidence label of each chunk, in chunk order."""
 
     style: Literal["rule"]
     ground_truth: Annotated[list[Literal["yes", "no"]], msgspec.Meta(min_length=1)]
 
 
-class SessionChunk(Record, frozen=True):
-    """A section text exactly as it fills `{chunk}`, and the sha256 of its UTF-8 bytes."""
+class ChunkText(Record, frozen=True):
+    """A chunk rendered exactly as the prompts stage fills `{chunk}`, and its sha256."""
 
     text: str
     chunk_sha: Sha256
 
 
-class Budget(Record, frozen=True):
+class RowBudget(Record, frozen=True):
     """The run's token budget (config `budget`, cl100k tokens)."""
 
     context: Positive
@@ -56,13 +63,17 @@ class Budget(Record, frozen=True):
     response: Positive
 
 
-class ReturnWeights(Record, frozen=True):
+class ReturnWeightsRecord(Record, frozen=True):
+    """The weights of a trajectory's return R_i (export.return_weights)."""
+
     r_update: Number
     r_exit: Number
     r_format: Number
 
 
 class SessionInfo(Record, frozen=True):
+    """What grumem's agent loop reads of the row (verl passes it as `extra_info`)."""
+
     index: Count
     split: str
     project: NonEmpty
@@ -71,18 +82,30 @@ class SessionInfo(Record, frozen=True):
     question: str
     system: str | None
     level: Literal["L1", "L2"]
-    chunks: Annotated[list[SessionChunk], msgspec.Meta(min_length=1)]
+    chunks: Annotated[list[ChunkText], msgspec.Meta(min_length=1)]
     t_last_evidence: Positive | None
-    budget: Budget
+    budget: RowBudget
     template_sha256: Sha256
-    alpha: Alpha
-    return_weights: ReturnWeights
+    alpha: Fraction
+    return_weights: ReturnWeightsRecord
 
 
-class SessionRow(Record, frozen=True):
+class SessionRowRecord(Record, frozen=True):
+    """One row of sessions.parquet."""
+
     data_source: NonEmpty
     agent_name: Literal["grumem"]
-    prompt: Annotated[list[ChatMessage], msgspec.Meta(min_length=1, max_length=1)]
+    prompt: Annotated[list[RowMessage], msgspec.Meta(min_length=1, max_length=1)]
     ability: str
-    reward_model: RewardModel
+    reward_model: RowRewardModel
     extra_info: SessionInfo
+
+    @classmethod
+    def convert(cls, value: Any, where: str = "sessions row") -> Self:
+        """The record of a JSON-shaped value (dicts, lists, str, numbers), checked as the
+        schema; a SessionRowError naming `where` and the field if it is not one."""
+        try:
+            return super().convert(value)
+        except RecordShapeError as e:
+            at = f"field '{e.field}': " if e.field else ""
+            raise SessionRowError(f"{where}: {at}{e.why}") from None

@@ -10,6 +10,11 @@ under the output directory:
   `prompt` as chat messages, `ability`, `reward_model`, `extra_info`, with
   what grumem.verl.reward needs to score a new answer), written in row groups
   as the stream goes;
+- `sessions.parquet` (given the queries and the chunk files): one row per
+  (project, query, session) for online training of the loop itself
+  (grumem.corpus.sessions), its chunks rendered as the prompts stage fills
+  `{chunk}`, each chunk's label joined by chunk_sha; every chunk of every
+  session needs a label;
 - `summary.json`: the counts card 004 asks for, also printed;
 - `README.md`: the dataset card (grumem.corpus.card).
 
@@ -23,7 +28,7 @@ Prompts are the recorded request bodies, checked against their sha256 and
 never re-assembled: a template change after the run would otherwise train
 the policy on prompts the model never saw. Responses likewise: each turn's
 text is derived from its sha-checked recorded body (grumem.core.recording), and a
-log whose `content` disagrees with that body is refused. All three files are
+log whose `content` disagrees with that body is refused. All the files are
 written to temporary names and renamed only when the whole log has been read
 without error; on refusal or error nothing is left in the output directory,
 and nothing is ever written next to the inputs.
@@ -35,19 +40,31 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from grumem.config.settings import settings_from_args
+from grumem.config.settings import load_queries, settings_from_args
 from grumem.core.advantages import ALPHA, ReturnWeights
 from grumem.core.evidence import Labels
+from grumem.core.json_text import sha256_text
+from grumem.core.session_row import ABILITY
+from grumem.core.template import Budget
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.card import CARD, card_text
 from grumem.corpus.kappa_gate import check_kappa
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.parquet import PARQUET_SCHEMA, ParquetSink
+from grumem.corpus.sessions import (
+    SESSIONS,
+    SESSIONS_SCHEMA,
+    RowSettings,
+    SessionChunks,
+    check_session_labels,
+    session_rows,
+    write_sessions,
+)
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import (
     MISSING_SHOWN,
@@ -57,19 +74,18 @@ from grumem.corpus.trajectory import (
     trajectory,
 )
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
-from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import atomic_files, sha256_file
 from grumem.io.labels import load_labels
+from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
 from grumem.io.typed import checked_document
 from grumem.records.summary import CorpusSummary
 
-__all__ = ["SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused", "export"]
-__all__ += ["format_summary", "main"]
+__all__ = ["SESSIONS", "SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused"]
+__all__ += ["export", "format_summary", "main"]
 
 TRAJECTORIES = "trajectories.jsonl"
 TURNS = "turns.parquet"
 SUMMARY = "summary.json"
-ABILITY = "memory_gating"
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,13 @@ class ExportInputs:
     alpha: float = ALPHA
     return_weights: ReturnWeights = ReturnWeights()
     template: str | None = None  # the prompts' template, named in the dataset card
+    # sessions.parquet, written when the queries are given (with the chunk files): the
+    # project's name and queries, and the run's settings its rows carry
+    queries: str | None = None
+    project: str | None = None
+    level: str = "L1"
+    budget: Budget = Budget()
+    system: str | None = None
 
 
 def export(inputs: ExportInputs) -> dict[str, Any]:
@@ -94,13 +117,22 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
             raise GrumemError(f"{what} file {p} does not exist")
     kappa = check_kappa(inputs.kappa, inputs.labels, inputs.min_kappa)
     labels = load_labels(inputs.labels)
-    sessions = session_chunk_shas(inputs.chunks) if inputs.chunks else None
+    chunks = SessionChunks(inputs.chunks) if inputs.chunks else None
+    sessions = None if chunks is None else chunks.shas
 
     table = AdvantageTable(_score(inputs, labels, sessions), inputs.alpha, inputs.return_weights)
+    rows = None if inputs.queries is None else _session_rows(inputs, chunks, labels)
     reader = LogReader(inputs.log)
     summary = Summary(advantages=table.summary)
     # summary.json first: it is renamed last, so its presence means the corpus is complete
-    files = ((SUMMARY, "w"), (CARD, "w"), (TRAJECTORIES, "wb"), (TURNS, "wb"))
+    files: tuple[tuple[str, str], ...] = (
+        (SUMMARY, "w"),
+        (CARD, "w"),
+        (TRAJECTORIES, "wb"),
+        (TURNS, "wb"),
+    )
+    if rows is not None:
+        files += ((SESSIONS, "wb"),)
     with atomic_files(inputs.out_dir, files) as out:
         sink = ParquetSink(out[TURNS])
         try:
@@ -110,6 +142,8 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
             sink.flush()
         finally:
             sink.close()
+        if rows is not None:
+            write_sessions(out[SESSIONS], rows)
         if summary.turns == 0:
             raise GrumemError(
                 f"{inputs.log}: no trainable turns to export"
@@ -139,9 +173,42 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
         if inputs.template is not None:
             template = (os.path.basename(inputs.template), sha256_file(inputs.template))
         out[CARD].write(
-            card_text(result, PARQUET_SCHEMA, summary.models, summary.response_models, template)
+            card_text(
+                result,
+                PARQUET_SCHEMA,
+                summary.models,
+                summary.response_models,
+                template,
+                None if rows is None else SESSIONS_SCHEMA,
+            )
         )
     return result
+
+
+def _session_rows(
+    inputs: ExportInputs, chunks: SessionChunks | None, labels: Labels
+) -> Iterator[dict[str, Any]]:
+    """sessions.parquet's rows, generated as it is written; its labels are checked here,
+    before any file is opened."""
+    if chunks is None or inputs.project is None or inputs.queries is None:
+        raise GrumemError(
+            f"--queries {inputs.queries}: sessions.parquet is built from the project's chunk"
+            " files and names the project: give --chunks and --project too"
+        )
+    queries = load_queries(inputs.queries)
+    check_session_labels(inputs.project, queries, chunks, labels, inputs.labels)
+    settings = RowSettings(
+        level=inputs.level,
+        budget=inputs.budget,
+        # the text the prompts stage filled, hashed as the agent loop checks it
+        template_sha256=sha256_text(load_template(inputs.template or DEFAULT_TEMPLATE)),
+        system=inputs.system,
+        alpha=inputs.alpha,
+        return_weights=inputs.return_weights,
+        data_source=inputs.data_source,
+        ability=inputs.ability,
+    )
+    return session_rows(inputs.project, queries, chunks, labels, settings)
 
 
 def _score(inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None) -> Scores:
@@ -199,14 +266,10 @@ def _raise_missing(inputs: ExportInputs, missing: Missing) -> None:
         )
 
 
-def session_chunk_shas(paths: Sequence[str]) -> dict[str, list[str]]:
-    """chunk_sha per t (index t-1) of every session in the chunk files."""
-    return {session: [c.sha for c in chunks] for session, chunks in iter_sessions(paths)}
-
-
 def main(args: argparse.Namespace) -> int:
     """`grumem export`: the corpus; its summary to stderr (the job's log)."""
-    s = settings_from_args(args)["export"]
+    settings = settings_from_args(args)
+    s = settings["export"]
     weights = s["return_weights"]
     # floats, as the schema's `number` may be written 1: min_kappa goes into summary.json
     summary = export(
@@ -223,6 +286,11 @@ def main(args: argparse.Namespace) -> int:
                 float(weights["r_update"]), float(weights["r_exit"]), float(weights["r_format"])
             ),
             template=args.template,
+            queries=args.queries,
+            project=args.project,
+            level=settings["loop"]["level"],
+            budget=Budget.from_config(settings["budget"]),
+            system=settings["llm"]["system"],
         )
     )
     print(format_summary(summary), file=sys.stderr)

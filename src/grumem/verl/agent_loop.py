@@ -32,6 +32,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.utils.profiler import simple_timer
 
+from grumem.core.session_row import AGENT_NAME
 from grumem.io.template_files import DEFAULT_TEMPLATE
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.rollout import (
@@ -42,7 +43,7 @@ from grumem.verl.rollout import (
     prompt_builder,
     turn_prompt,
 )
-from grumem.verl.session_row import AGENT_NAME, SessionRow, read_session_row
+from grumem.verl.session_row import SessionRow, read_session_row
 
 
 class TurnOutput(AgentLoopOutput):

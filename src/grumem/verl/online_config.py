@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from grumem.core.session_row import AGENT_NAME
 from grumem.errors import GrumemError
-from grumem.verl.session_row import AGENT_NAME
 
 SESSIONS = "sessions.parquet"  # the export's file name
 ROLLOUT_N = 4

@@ -1,36 +1,34 @@
-"""A sessions.parquet row (workflow/schemas/session-row.schema.yaml): built, and read back.
+"""A sessions.parquet row (workflow/schemas/session-row.schema.yaml), read back by the
+agent loop.
 
-The export writes one row per (project, query, session); verl's RLHFDataset
-hands its columns to the `grumem` agent loop as keyword arguments, where
-`read_session_row` checks them against the schema and returns a SessionRow.
-verl and pandas may hand nested values over as numpy arrays and scalars:
-those are read as the Python values they hold; anything the schema does not
-allow is refused with the field named, never coerced.
+The export writes one row per (project, query, session) (grumem.core.session_row
+builds it); verl's RLHFDataset hands its columns to the `grumem` agent loop as
+keyword arguments, where `read_session_row` checks them against the schema and
+its typed record (grumem.records.session_row) and returns a SessionRow. verl and
+pandas may hand nested values over as numpy arrays and scalars: those are read
+as the Python values they hold; anything the schema does not allow is refused
+with the field named, never coerced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.advantages import ReturnWeights
 from grumem.core.json_text import sha256_text
 from grumem.core.rewards import last_evidence_turn
+from grumem.core.session_row import AGENT_NAME, EVIDENCE
 from grumem.core.template import Budget
-from grumem.errors import GrumemError, RecordError
+from grumem.errors import RecordError, SessionRowError
 from grumem.io.jsonl import validate
+from grumem.records.session_row import SessionRowRecord
+
+__all__ = ["SCHEMA", "SessionChunk", "SessionRow", "plain", "read_session_row"]
+__all__ += ["without_chunk_texts"]
 
 SCHEMA = "session-row"
-AGENT_NAME = "grumem"  # the agent loop's registered name (grumem.verl.agent_loop)
-ABILITY = "memory_gating"
-LABELS = {True: "yes", False: "no"}
-EVIDENCE = {"yes": True, "no": False}
-WEIGHTS = ReturnWeights()  # export.return_weights' defaults
-
-
-class SessionRowError(GrumemError, ValueError):
-    """A row the agent loop cannot run: what is wrong, in which field, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -65,62 +63,6 @@ class SessionRow:
         return f"sessions row {self.index} ({self.project}/{self.query_id}/{self.session})"
 
 
-def session_row(
-    index: int,
-    project: str,
-    query: Mapping[str, str],
-    session: str,
-    chunks: Sequence[tuple[str, str]],
-    label: Callable[[str, str], bool | None],
-    *,
-    level: str,
-    budget: Budget,
-    template_sha256: str,
-    system: str | None = None,
-    alpha: float = ALPHA,
-    return_weights: ReturnWeights = WEIGHTS,
-    data_source: str = "grumem",
-    split: str = "train",
-) -> dict[str, Any]:
-    """The row of one (query, session): `chunks` are (rendered text, chunk_sha) in
-    session order, `label(query_id, chunk_sha)` their evidence labels (None: no
-    label, refused naming the chunk). Checked against the schema before returning."""
-    labels = []
-    for t, (_, sha) in enumerate(chunks, start=1):
-        value = label(query["id"], sha)
-        if value is None:
-            raise SessionRowError(
-                f"{project}/{query['id']}/{session}: chunk t={t} ({sha[:12]}…) has no label;"
-                " label it before exporting sessions"
-            )
-        labels.append(value)
-    row = {
-        "data_source": data_source,
-        "agent_name": AGENT_NAME,
-        "prompt": [{"role": "user", "content": query["question"]}],
-        "ability": ABILITY,
-        "reward_model": {"style": "rule", "ground_truth": [LABELS[v] for v in labels]},
-        "extra_info": {
-            "index": index,
-            "split": split,
-            "project": project,
-            "query_id": query["id"],
-            "session": session,
-            "question": query["question"],
-            "system": system,
-            "level": level,
-            "chunks": [{"text": text, "chunk_sha": sha} for text, sha in chunks],
-            "t_last_evidence": last_evidence_turn(enumerate(labels, start=1)),
-            "budget": asdict(budget),
-            "template_sha256": template_sha256,
-            "alpha": alpha,
-            "return_weights": asdict(return_weights),
-        },
-    }
-    validate(row, SCHEMA, f"sessions row {index}")
-    return row
-
-
 def read_session_row(columns: Mapping[str, Any]) -> SessionRow:
     """The row the agent loop was given (verl passes the dataset's columns as keyword
     arguments, with its own beside them), checked: schema, chunk shas, labels."""
@@ -136,42 +78,50 @@ def read_session_row(columns: Mapping[str, Any]) -> SessionRow:
         raise SessionRowError(
             f"{e}: not a grumem sessions row; export sessions.parquet with this grumem"
         ) from None
-    info = row["extra_info"]
-    labels = row["reward_model"]["ground_truth"]
-    if len(labels) != len(info["chunks"]):
+    record = SessionRowRecord.convert(row, where)
+    info = record.extra_info
+    labels = record.reward_model.ground_truth
+    if len(labels) != len(info.chunks):
         raise SessionRowError(
             f"{where}: reward_model.ground_truth has {len(labels)} labels for"
-            f" {len(info['chunks'])} chunks: one label per chunk"
+            f" {len(info.chunks)} chunks: one label per chunk"
         )
     chunks = []
-    for t, (c, label) in enumerate(zip(info["chunks"], labels, strict=True), start=1):
-        if sha256_text(c["text"]) != c["chunk_sha"]:
+    for t, (c, label) in enumerate(zip(info.chunks, labels, strict=True), start=1):
+        if sha256_text(c.text) != c.chunk_sha:
             raise SessionRowError(
                 f"{where}: extra_info.chunks.{t - 1}.chunk_sha is not the sha256 of its text:"
                 " the row was altered after export"
             )
-        chunks.append(SessionChunk(t, c["text"], c["chunk_sha"], EVIDENCE[label]))
+        chunks.append(SessionChunk(t, c.text, c.chunk_sha, EVIDENCE[label]))
     last = last_evidence_turn((c.t, c.evidence) for c in chunks)
-    if info["t_last_evidence"] != last:
+    if info.t_last_evidence != last:
         raise SessionRowError(
-            f"{where}: extra_info.t_last_evidence is {info['t_last_evidence']}, the labels say"
-            f" {last}"
+            f"{where}: extra_info.t_last_evidence is {info.t_last_evidence}, the labels say {last}"
         )
+    b, w = info.budget, info.return_weights
     return SessionRow(
-        project=info["project"],
-        query_id=info["query_id"],
-        session=info["session"],
-        question=info["question"],
-        system=info["system"],
-        level=info["level"],
+        project=info.project,
+        query_id=info.query_id,
+        session=info.session,
+        question=info.question,
+        system=info.system,
+        level=info.level,
         chunks=tuple(chunks),
         t_last_evidence=last,
-        budget=Budget(**info["budget"]),
-        template_sha256=info["template_sha256"],
-        alpha=float(info["alpha"]),
-        return_weights=ReturnWeights(**info["return_weights"]),
-        index=info["index"],
+        budget=Budget(b.context, b.question, b.memory, b.section, b.response),
+        template_sha256=info.template_sha256,
+        alpha=float(info.alpha),
+        return_weights=ReturnWeights(w.r_update, w.r_exit, w.r_format),
+        index=info.index,
     )
+
+
+def without_chunk_texts(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's columns as each turn's training row keeps them: chunk shas, no texts."""
+    info = plain(columns["extra_info"])
+    info["chunks"] = [{"chunk_sha": c["chunk_sha"]} for c in info["chunks"]]
+    return {**columns, "extra_info": info}
 
 
 def plain(value: Any) -> Any:

@@ -33,7 +33,7 @@ import grumem.verl.estimator  # noqa: F401  registers algorithm.adv_estimator=gr
 from grumem.errors import GroupFailed
 from grumem.verl.agent_loop import TurnOutput
 from grumem.verl.group_step import group_step, turn_fields
-from grumem.verl.session_row import SessionRow, plain, read_session_row
+from grumem.verl.session_row import SessionRow, read_session_row, without_chunk_texts
 
 
 class _Group:
@@ -66,13 +66,6 @@ def score_group(row: SessionRow, rollouts: Mapping[int, list[TurnOutput]], valid
             # a reward_score keeps verl from scoring the rollout again with a reward function
             output.reward_score = output.turn_score
             output.extra_fields["reward_extra_info"] = reward_info
-
-
-def without_chunk_texts(columns: Mapping[str, Any]) -> dict[str, Any]:
-    """The row's columns as each turn's training row keeps them: chunk shas, no texts."""
-    info = plain(columns["extra_info"])
-    info["chunks"] = [{"chunk_sha": c["chunk_sha"]} for c in info["chunks"]]
-    return {**columns, "extra_info": info}
 
 
 class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
