@@ -186,7 +186,7 @@ def test_every_rule_and_every_stage_module_has_a_row() -> None:
     [
         (
             "| `gates` | `workflow/rules/gates.smk` | `gates` | `stages/gates.py` |"
-            " `config`, `core`, `errors`, `io` |\n",
+            " `config`, `core`, `errors`, `io`, `records` |\n",
             "",
             "rule gates is not in the table",
         ),

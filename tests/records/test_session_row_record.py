@@ -4,7 +4,6 @@ record accepts exactly what the schema accepts."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import msgspec
@@ -15,35 +14,13 @@ from hypothesis import strategies as st
 from grumem.errors import RecordError, SessionRowError
 from grumem.io.jsonl import schema, validate
 from grumem.records.session_row import SessionRowRecord
+from support.schema_data import mutated, paths
 from support.session_rows import demo_session_rows
 
 ROWS = demo_session_rows()
 # values of every JSON type, and the edges of the schema's minimums, enums and patterns
 VALUES = [None, True, False, 0, -1, 1, 2.0, 0.5, 1.5, "", "x", "L2", "yes", "rule", "user"]
 VALUES += ["a" * 64, "A" * 64, [], [1], ["yes"], {}, {"x": 1}]
-
-
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value[:2]):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
-def _set(record: Any, path: tuple[Any, ...], value: Any, delete: bool = False) -> Any:
-    out = copy.deepcopy(record)
-    node = out
-    for key in path[:-1]:
-        node = node[key]
-    if delete:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return out
 
 
 def _schema_accepts(row: Any) -> bool:
@@ -96,11 +73,11 @@ def test_every_single_field_change_is_accepted_exactly_when_the_schema_accepts_i
     unknown sibling: the record and the schema agree on each."""
     row = ROWS[base]
     accepted = refused = 0
-    for path in _paths(row):
-        mutants = [_set(row, path, v) for v in VALUES]
-        mutants.append(_set(row, path, None, delete=True))
+    for path in paths(row, items=2):
+        mutants = [mutated(row, path, v) for v in VALUES]
+        mutants.append(mutated(row, path, None, delete=True))
         if isinstance(path[-1], str):
-            mutants.append(_set(row, (*path[:-1], "extra_field"), 1))
+            mutants.append(mutated(row, (*path[:-1], "extra_field"), 1))
         for m in mutants:
             ok = _schema_accepts(m)
             assert _record_accepts(m) == ok, (path, m if len(str(m)) < 400 else path)
@@ -119,15 +96,15 @@ def test_every_single_field_change_is_accepted_exactly_when_the_schema_accepts_i
 def test_random_changes_are_accepted_exactly_when_the_schema_accepts_them(base, edits) -> None:
     row = base
     for i, value in edits:
-        paths = _paths(row)
-        if not paths:
+        where = paths(row, items=2)
+        if not where:
             break
-        row = _set(row, paths[i % len(paths)], value)
+        row = mutated(row, where[i % len(where)], value)
     assert _record_accepts(row) == _schema_accepts(row)
 
 
 def test_a_refusal_names_the_field() -> None:
-    row = _set(ROWS[0], ("extra_info", "chunks", 0, "chunk_sha"), "A" * 64)
+    row = mutated(ROWS[0], ("extra_info", "chunks", 0, "chunk_sha"), "A" * 64)
     with pytest.raises(SessionRowError, match=r"row 7: field 'extra_info\.chunks\.0\.chunk_sha'"):
         SessionRowRecord.convert(row, "row 7")
 
@@ -135,6 +112,6 @@ def test_a_refusal_names_the_field() -> None:
 def test_a_sha_with_a_final_newline_is_refused() -> None:
     """The one place the record is stricter than the schema: Python's `$` in the
     schema's sha pattern matches before a final newline; the record's `\\Z` does not."""
-    row = _set(ROWS[0], ("extra_info", "template_sha256"), "a" * 64 + "\n")
+    row = mutated(ROWS[0], ("extra_info", "template_sha256"), "a" * 64 + "\n")
     assert _schema_accepts(row)
     assert not _record_accepts(row)

@@ -32,15 +32,18 @@ def schema_accepts(record: Any, name: str) -> bool:
     return True
 
 
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key path in a JSON value, nested ones too."""
+def paths(
+    value: Any, prefix: tuple[Any, ...] = (), items: int | None = None
+) -> list[tuple[Any, ...]]:
+    """Every key path in a JSON value, nested ones too; of a list, its first `items`
+    items only when given (a long list's items are alike)."""
     out = [prefix] if prefix else []
     if isinstance(value, dict):
         for k, v in value.items():
-            out += paths(v, (*prefix, k))
+            out += paths(v, (*prefix, k), items)
     elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += paths(v, (*prefix, i))
+        for i, v in enumerate(value[:items]):
+            out += paths(v, (*prefix, i), items)
     return out
 
 
