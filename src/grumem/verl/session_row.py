@@ -3,8 +3,8 @@ agent loop.
 
 The export writes one row per (project, query, session) (grumem.core.session_row
 builds it); verl's RLHFDataset hands its columns to the `grumem` agent loop as
-keyword arguments, where `read_session_row` checks them against the schema and
-its typed record (grumem.records.session_row) and returns a SessionRow. verl and
+keyword arguments, where `read_session_row` checks them as the schema's typed
+record (grumem.records.session_row) and returns a SessionRow. verl and
 pandas may hand nested values over as numpy arrays and scalars: those are read
 as the Python values they hold; anything the schema does not allow is refused
 with the field named, never coerced.
@@ -21,8 +21,7 @@ from grumem.core.json_text import sha256_text
 from grumem.core.rewards import last_evidence_turn
 from grumem.core.session_row import AGENT_NAME, EVIDENCE
 from grumem.core.template import Budget
-from grumem.errors import RecordError, SessionRowError
-from grumem.io.jsonl import validate
+from grumem.errors import SessionRowError
 from grumem.records.session_row import SessionRowRecord
 
 __all__ = ["SCHEMA", "SessionChunk", "SessionRow", "plain", "read_session_row"]
@@ -73,12 +72,11 @@ def read_session_row(columns: Mapping[str, Any]) -> SessionRow:
     row["extra_info"] = plain(columns.get("extra_info"))
     where = _where(row["extra_info"])
     try:
-        validate(row, SCHEMA, where)
-    except RecordError as e:
+        record = SessionRowRecord.convert(row, where)  # the schema's record, checked in C
+    except SessionRowError as e:
         raise SessionRowError(
             f"{e}: not a grumem sessions row; export sessions.parquet with this grumem"
         ) from None
-    record = SessionRowRecord.convert(row, where)
     info = record.extra_info
     labels = record.reward_model.ground_truth
     if len(labels) != len(info.chunks):
