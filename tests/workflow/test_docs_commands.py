@@ -7,7 +7,10 @@ or `make`, or that runs one inside `$(...)`. Each file's commands run in order i
 fresh copy of the workflow whose config.yaml is the demo's, pointed at the fake
 OpenAI server (tests/support) instead of the embedded model:
 
-- `snakemake ...` and `grumem ...` run as written;
+- `snakemake ...` and `grumem ...` run as written, in a shell without the venv on
+  PATH; after a line `. .venv/bin/activate` in a block, the block's later commands
+  run with the venv activated (each line is its own shell: the activation is
+  repeated for it);
 - `make T` runs as `make -n T` (the recipe is printed, not run: `make test` would run
   this test), and every `snakemake` line of that recipe runs as written.
 
@@ -51,6 +54,8 @@ OURS = {"snakemake", "grumem", "make"}
 SHELL_LANGUAGES = {"sh", "bash", "shell"}
 FENCE_RE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 MARKER_RE = re.compile(r"<!--\s*tests:\s*(dry run|not run):\s*(.*?)\s*-->\s*\n*$")
+ACTIVATE_RE = re.compile(r"^(?:\.|source)\s+\.venv/bin/activate(?:\s|$)")
+ACTIVATE = ". .venv/bin/activate && "
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class Command:
     text: str
     mode: str  # "run", "dry run" or "not run"
     reason: str = ""
+    activated: bool = False  # after `. .venv/bin/activate` in its block
 
     @property
     def program(self) -> str:
@@ -110,9 +116,12 @@ def commands_in(text: str, name: str) -> list[Command]:
         marker = MARKER_RE.search(before.rsplit("```", 1)[-1][-300:])
         mode, reason = (marker.group(1), marker.group(2)) if marker else ("run", "")
         first = before.count("\n") + 2
+        activated = False
         for n, line in logical_lines(block.group(2), first):
-            if runs_ours(line):
-                commands.append(Command(name, n, line, mode, reason))
+            if ACTIVATE_RE.match(line):
+                activated = True
+            elif runs_ours(line):
+                commands.append(Command(name, n, line, mode, reason, activated))
     return commands
 
 
@@ -137,6 +146,9 @@ def test_the_docs_show_the_cards_commands() -> None:
     texts = " ".join(c.text for c in ALL_COMMANDS)
     for needed in ("snakemake -n export", "--rulegraph mermaid-js export", "--dag dot export"):
         assert needed in texts
+    # the card's command as its user types it: the venv activated, no path
+    card = [c for c in ALL_COMMANDS if c.text.split("#")[0].strip() == "snakemake -n export"]
+    assert card and all(c.activated for c in card)
 
 
 def test_every_exempt_block_says_why() -> None:
@@ -166,6 +178,11 @@ def test_logical_lines_join_continuations_and_skip_comments() -> None:
         (12, ".venv/bin/grumem prompt --index 0"),
     ]
     assert runs_ours("X=1 .venv/bin/snakemake -n export")
+    block = "```sh\nsnakemake -n all\n. .venv/bin/activate  # why\nsnakemake -n export\n```\n"
+    assert [(c.text, c.activated) for c in commands_in(block, "x.md")] == [
+        ("snakemake -n all", False),
+        ("snakemake -n export", True),
+    ]
     assert runs_ours(".venv-verl/bin/python -m verl $(.venv/bin/grumem verl-config --corpus c)")
     assert not runs_ours("data.train_files=/x/src/grumem/verl/reward.py")
 
@@ -209,7 +226,8 @@ def run_documented(work: Path, c: Command) -> None:
                 if program_of(line) == "snakemake":
                     shell(work, line, f"{c} (its recipe line `{line}`)")
         return
-    shell(work, with_dry_run(c.text) if c.mode == "dry run" else c.text, str(c))
+    text = with_dry_run(c.text) if c.mode == "dry run" else c.text
+    shell(work, ACTIVATE + text if c.activated else text, str(c))
     for key, step in HUMAN_STEPS.items():
         if key in c.text.replace(".venv/bin/", ""):
             step(work)
