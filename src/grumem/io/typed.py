@@ -25,8 +25,10 @@ from grumem.errors import RecordError
 from grumem.io.jsonl import atomic_writer, checked, iter_json_lines, open_input, validate
 from grumem.records import schema_name
 from grumem.records.base import JsonObject, Record, decoder, shape_error
+from grumem.records.response import ResponseRecord
 
-__all__ = ["checked_document", "decode_line", "read_checked", "read_records", "write_records"]
+__all__ = ["checked_document", "decode_line", "read_checked", "read_records", "read_responses"]
+__all__ += ["write_records"]
 
 R = TypeVar("R")
 
@@ -36,6 +38,13 @@ def read_records(path: str | os.PathLike[str], kind: type[R]) -> Iterator[tuple[
     with open_input(path) as f:
         for lineno, raw in enumerate(f, start=1):
             yield lineno, decode_line(path, lineno, raw, kind)
+
+
+def read_responses(path: str | os.PathLike[str]) -> Iterator[tuple[int, ResponseRecord]]:
+    """(line number, record) of a responses file: exchanges and aborts, told apart by
+    their `kind` tag."""
+    # a union of record classes is no type[R] to mypy; read_records decodes it all the same
+    return read_records(path, ResponseRecord)  # type: ignore[arg-type]
 
 
 def decode_line(path: str | os.PathLike[str], lineno: int, raw: bytes, kind: type[R]) -> R:

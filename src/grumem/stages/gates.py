@@ -11,16 +11,15 @@ import os
 import sys
 from collections.abc import Iterator
 from itertools import groupby
-from typing import Any
 
 from grumem.core.json_text import loads
 from grumem.core.loop import interpret, memory_after, user_message
 from grumem.core.recording import check_request, check_response
 from grumem.core.tokens import Tokens
 from grumem.errors import RecordError
-from grumem.io.typed import read_records
+from grumem.io.typed import read_records, read_responses
 from grumem.records.prompt import PromptRecord
-from grumem.records.response import AbortRecord, ExchangeRecord, ResponseRecord
+from grumem.records.response import AbortRecord, ExchangeRecord
 
 
 def sent_user_message(body: str) -> str:
@@ -39,9 +38,7 @@ def regate(
     when a recorded request holds a memory that the recomputed chain disagrees
     with (the recording was edited, or the loop has a bug)."""
     prompts = {(p.trajectory_id, p.t): p for _, p in read_records(prompts_path, PromptRecord)}
-    # a union of record classes is not a type[R] to mypy; read_records decodes either
-    kind: Any = ResponseRecord
-    lines: Iterator[tuple[int, ResponseRecord]] = read_records(responses_path, kind)
+    lines = read_responses(responses_path)
     for tid, group in groupby(lines, key=lambda item: item[1].trajectory_id):
         memory: str | None = None
         t_seen = 0

@@ -8,14 +8,12 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from grumem.core.log_join import join_turns
-from grumem.io.typed import read_records
+from grumem.io.typed import read_records, read_responses
 from grumem.records.gate import GateRecord
 from grumem.records.log import LogLine
 from grumem.records.prompt import PromptRecord
-from grumem.records.response import ResponseRecord
 
 
 def join_shard(
@@ -28,9 +26,7 @@ def join_shard(
     """Log lines of one shard, in the prompts' order; only turns that happened."""
     # read in this order, each file whole, so a bad line is named before any join
     prompts = [p for _, p in read_records(prompts_path, PromptRecord)]
-    # a union of record classes is not a type[R] to mypy; read_records decodes either
-    kind: Any = ResponseRecord
-    responses: list[ResponseRecord] = [r for _, r in read_records(responses_path, kind)]
+    responses = [r for _, r in read_responses(responses_path)]
     gates = [g for _, g in read_records(gates_path, GateRecord)]
     return join_turns(prompts, responses, gates, level, model, (responses_path, gates_path))
 
