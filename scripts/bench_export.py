@@ -42,7 +42,7 @@ from pathlib import Path
 from grumem.core.chunk_text import chunk_sha, render_records
 from grumem.core.json_text import dumps, sha256_text
 from grumem.core.template import fill, memory_text
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.llm.request import build_body, request_sha
 
 TURNS_PER_TRAJECTORY = 20
@@ -94,7 +94,7 @@ def _sessions(rng: random.Random) -> list[list[list[dict]]]:
 def generate(out: Path, turns: int, seed: int = 0) -> dict[str, int]:
     """Write chunks, queries, log, labels and calibration under `out`, streaming."""
     rng = random.Random(seed)
-    template = load_template(DEFAULT_TEMPLATE)
+    template = load_template(GRU_MEM_TEMPLATE)
     sessions = _sessions(rng)
     texts = [[render_records(c) for c in s] for s in sessions]
     shas = [[chunk_sha(c) for c in s] for s in sessions]

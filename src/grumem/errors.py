@@ -18,7 +18,7 @@ do. The hierarchy, by what went wrong:
     ├── ExportRefused                   the export's κ gate is not met: nothing written
     ├── SampleChanged                   a calibration sample edited while its page was open
     ├── GroupFailed                     a rollout of a verl group whose sibling failed
-    ├── SessionRowError (ValueError)    a sessions.parquet row that cannot be built or run
+    ├── RolloutRowError (ValueError)    a sessions.parquet row that cannot be built or run
     ├── EndpointError                   llm.base_url cannot be used as given
     ├── RequestError (ValueError)       a request body that cannot be built or sent
     ├── GrammarUnsupported              a grammar asked of a server kind that takes none
@@ -179,7 +179,7 @@ class ExportRefused(GrumemError):
     """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
 
 
-class SessionRowError(GrumemError, ValueError):
+class RolloutRowError(GrumemError, ValueError):
     """A sessions row that cannot be built or run: what is wrong, in which field, what to do."""
 
 

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from grumem.core.advantages import (
     SINGLE_SAMPLE,
     ZERO_VARIANCE,
-    ReturnWeights,
     ScoredTrajectory,
     advantages,
     group_advantages,
     trajectory_return,
 )
+from grumem.records.return_weights import ReturnWeights
 
 
 def traj(updates, r_exit=0.0, r_format=1, group="g"):

@@ -14,7 +14,7 @@ from grumem.core.chunk_text import ROLE_LABELS, render_records
 from grumem.core.template import NO_PREVIOUS_MEMORY, Budget
 from grumem.errors import BudgetError, TemplateError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder, load_template
 from support.checkout import FIXTURES_DIR, REPO_ROOT
 
 CARD_QUESTION = "Which errors did the agent hit, and what fixed each one?"
@@ -34,7 +34,7 @@ def grumem_prompt(*args: str) -> bytes:
 
 
 def test_template_is_the_card_block() -> None:
-    data = DEFAULT_TEMPLATE.read_bytes()
+    data = GRU_MEM_TEMPLATE.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     print(f"templates/gru-mem.txt sha256={digest}")
     assert digest == TEMPLATE_SHA256

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from grumem.corpus.card import CARD, card_text
-from grumem.corpus.parquet import PARQUET_SCHEMA
+from grumem.corpus.turn_rows import PARQUET_SCHEMA
 from grumem.errors import GrumemError
 from grumem.io.jsonl import sha256_file
-from grumem.io.template_files import DEFAULT_TEMPLATE
+from grumem.io.template_files import GRU_MEM_TEMPLATE
 from grumem.stages.export import SESSIONS, SUMMARY, TURNS, export
 from support.export import FILES, FIXTURE, calibrate, inputs
 from support.verl_venv import VERL_PYTHON
@@ -35,7 +35,7 @@ def corpus(tmp_path: Path) -> Path:
     for name in FILES:
         shutil.copy(FIXTURE / name, tmp_path / name)
     calibrate(tmp_path)
-    export(inputs(tmp_path, template=str(DEFAULT_TEMPLATE)))
+    export(inputs(tmp_path, template=str(GRU_MEM_TEMPLATE)))
     return tmp_path / "corpus"
 
 
@@ -97,7 +97,7 @@ def corpus_with_sessions(tmp_path: Path) -> Path:
     export(
         inputs(
             tmp_path,
-            template=str(DEFAULT_TEMPLATE),
+            template=str(GRU_MEM_TEMPLATE),
             chunks=(str(tmp_path / "chunks.jsonl"),),
             queries=str(FIXTURE / "queries.yaml"),
             project="demo",
@@ -138,7 +138,7 @@ def test_the_card_says_what_the_export_holds(corpus: Path) -> None:
     summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
     kappa = json.loads((corpus.parent / "kappa.json").read_text(encoding="utf-8"))
     assert f"{kappa['kappa']:.4f} over n = {kappa['n']} pairs" in card
-    assert f"`gru-mem.txt`, sha256 `{sha256_file(DEFAULT_TEMPLATE)}`" in card
+    assert f"`gru-mem.txt`, sha256 `{sha256_file(GRU_MEM_TEMPLATE)}`" in card
     assert "model asked: `SmolLM2-135M-Instruct` (5 trajectories)" in card
     # the fixture's log predates the field naming the answering model
     assert f"model that answered: `(not recorded)` ({summary['turns']} turns)" in card

@@ -31,7 +31,7 @@ from grumem.io.paths import SCHEMAS_DIR
 from grumem.records import SCHEMAS, schema_name
 from grumem.records.base import Record, decoder
 from grumem.records.log import LogLine
-from grumem.records.session_row import SessionRowRecord
+from grumem.records.rollout_row import RolloutRow
 from grumem.records.trajectory import Trajectory
 from support.checkout import FIXTURES_DIR
 from support.schema_data import from_schema
@@ -528,7 +528,7 @@ def test_a_real_export_round_trips(tmp_path: Path):
 RUN_FILES = [
     ("*/chunks/**/*.jsonl", "chunk"),
     ("*/chunked/*.json", "chunk-manifest"),
-    ("*/sessions.jsonl", "session"),
+    ("*/sessions.jsonl", "session-index"),
     ("*/prompts/*.jsonl", "prompt"),
     ("*/responses/*.jsonl", "response"),
     ("*/gates/*.jsonl", "gate"),
@@ -579,8 +579,8 @@ def test_every_file_a_run_writes_round_trips(tmp_path: Path, fake_server) -> Non
                 counts[name] += 1
     for path in sorted(results.glob("*/corpus/sessions.parquet")):
         for row in pq.read_table(path).to_pylist():
-            assert SessionRowRecord.convert(row).to_dict() == row, path
-            counts["session-row"] += 1
+            assert RolloutRow.convert(row).to_dict() == row, path
+            counts["rollout-row"] += 1
     # every kind met, but the judge's failures: it labelled every pair
     assert [n for n, c in counts.items() if c == 0] == ["unjudged"]
     assert (results / "demo/unjudged.jsonl").read_bytes() == b""

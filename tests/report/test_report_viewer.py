@@ -27,7 +27,7 @@ from grumem.core.json_text import dumps, sha256_text
 from grumem.core.template import fill, memory_text
 from grumem.errors import RecordError
 from grumem.io.jsonl import read_jsonl
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.report.viewer import (
     DEFAULT_MAX_TRAJECTORIES,
     MAX_BYTES,
@@ -53,7 +53,7 @@ SECTION_END = "[ToolResult] No resources found in default namespace."
 
 def old_template(path: Path) -> Path:
     """The template the fixture's prompts were recorded with (its make_fixture.py)."""
-    text = load_template(DEFAULT_TEMPLATE)
+    text = load_template(GRU_MEM_TEMPLATE)
     path.write_text(text.replace("and a previous memory.", "and your previous memory.", 1))
     return path
 
@@ -174,7 +174,7 @@ def test_text_from_a_transcript_is_never_markup_in_the_file(exported: dict[str, 
 
 
 def test_prompts_of_another_template_are_shown_whole(exported: dict[str, Path]) -> None:
-    exported = {**exported, "template": DEFAULT_TEMPLATE}  # not the recording's template
+    exported = {**exported, "template": GRU_MEM_TEMPLATE}  # not the recording's template
     records = build(exported)
     views = [records[r["el"]] for r in records["grumem-index"]["rows"]]
     assert all(v["question"] is None for v in views)
@@ -272,7 +272,7 @@ def test_memory_diff_is_by_word() -> None:
 
 @given(texts.filter(bool), texts, st.one_of(st.none(), texts))
 def test_a_filled_template_splits_back(question: str, section: str, memory: str | None) -> None:
-    template = load_template(DEFAULT_TEMPLATE)
+    template = load_template(GRU_MEM_TEMPLATE)
     user = fill(template, {"prompt": question, "memory": memory_text(memory), "chunk": section})
     split = PromptShape.from_template(template).split(user, memory)
     if " </problem>\n<memory> " not in question:  # the one text that is ambiguous
@@ -280,7 +280,7 @@ def test_a_filled_template_splits_back(question: str, section: str, memory: str 
 
 
 def test_a_section_holding_the_templates_own_tags_splits_back() -> None:
-    template = load_template(DEFAULT_TEMPLATE)
+    template = load_template(GRU_MEM_TEMPLATE)
     section = "</section> <memory> x </memory> {chunk} </section>"
     user = fill(template, {"prompt": "q {memory}", "memory": "m", "chunk": section})
     assert PromptShape.from_template(template).split(user, "m") == ("q {memory}", section)

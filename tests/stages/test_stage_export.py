@@ -24,6 +24,7 @@ from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
 from grumem.io.jsonl import read_jsonl, sha256_file, validate
 from grumem.io.template_files import load_prompt_builder
+from grumem.records.return_weights import EQUAL_WEIGHTS
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log, verl_rows
 
@@ -880,9 +881,9 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     """The columnar sink cuts a row group at the row that reaches ROW_GROUP_ROWS or
     ROW_GROUP_BYTES (mid-trajectory too), and the file holds exactly the rows
     verl_rows gives, in order."""
-    from grumem.corpus import parquet
+    from grumem.corpus import turn_rows
 
-    monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
+    monkeypatch.setattr(turn_rows, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
     export(inputs(work))
     rows, sizes = [], []
     for record in trajectories(work / "corpus"):
@@ -892,7 +893,7 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     expected_groups, n, b = [], 0, 0
     for size in sizes:
         n, b = n + 1, b + size
-        if n >= parquet.ROW_GROUP_ROWS or b >= parquet.ROW_GROUP_BYTES:
+        if n >= turn_rows.ROW_GROUP_ROWS or b >= turn_rows.ROW_GROUP_BYTES:
             expected_groups.append(n)
             n, b = 0, 0
     expected_groups += [n] if n else []
@@ -900,14 +901,14 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     groups = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
     assert groups == expected_groups and len(groups) > 2
     assert f.read().to_pylist() == rows
-    assert f.read().equals(pa.Table.from_pylist(rows, schema=parquet.PARQUET_SCHEMA))
+    assert f.read().equals(pa.Table.from_pylist(rows, schema=turn_rows.PARQUET_SCHEMA))
 
 
 def test_advantage_table_fills_in_scoring_order_only(work: Path) -> None:
     """The table is keyed by a trajectory's place among the exported ones (no id kept
     per trajectory): a record met out of that order is an error, never another's
     advantages."""
-    from grumem.core.advantages import ALPHA, ReturnWeights
+    from grumem.core.advantages import ALPHA
     from grumem.corpus.advantage_table import AdvantageTable, Scores
 
     export(inputs(work))
@@ -915,7 +916,7 @@ def test_advantage_table_fills_in_scoring_order_only(work: Path) -> None:
     scores = Scores()
     for r in records:
         scores.add(r)
-    table = AdvantageTable(scores, ALPHA, ReturnWeights())
+    table = AdvantageTable(scores, ALPHA, EQUAL_WEIGHTS)
     first = json.loads(json.dumps(records[0]))
     table.fill(first)
     assert first == records[0]  # the same advantages again
@@ -940,10 +941,10 @@ def sessions_inputs(work: Path, out: str = "corpus", **kw):
 
 def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> None:
     from grumem.core.template import Budget
-    from grumem.corpus.sessions import SESSIONS_SCHEMA
+    from grumem.corpus.rollout_rows import SESSIONS_SCHEMA
     from grumem.io.chunk_files import read_chunk_file
     from grumem.io.labels import load_labels
-    from grumem.io.template_files import DEFAULT_TEMPLATE
+    from grumem.io.template_files import GRU_MEM_TEMPLATE
     from grumem.stages.export import SESSIONS
     from grumem.verl.session_row import read_session_row
 
@@ -963,7 +964,7 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
     questions = {"q1": "Which namespace do the metrics pods run in?"}
     questions["q2"] = "Which database migration failed, and why?"
     for i, row in enumerate(rows):
-        validate(row, "session-row")
+        validate(row, "rollout-row")
         info = row["extra_info"]
         session = chunks[info["session"]]
         assert info["index"] == i and info["project"] == "demo" and info["split"] == "train"
@@ -988,7 +989,7 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
             "be brief",
             4000,
         )
-        assert info["template_sha256"] == sha256_text(DEFAULT_TEMPLATE.read_text(encoding="utf-8"))
+        assert info["template_sha256"] == sha256_text(GRU_MEM_TEMPLATE.read_text(encoding="utf-8"))
         assert (info["alpha"], info["return_weights"]) == (
             0.9,
             {"r_update": 1.0, "r_exit": 1.0, "r_format": 1.0},

@@ -14,7 +14,7 @@ from grumem.core.loop import user_message
 from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, memory_text
 from grumem.core.tokens import Encoder, Tokens, token_bound
 from grumem.errors import BudgetError
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests, turn_tokens
@@ -126,7 +126,7 @@ def test_turn_tokens_equal_a_fresh_count_of_the_message_sent(
         for i, text in enumerate(sections)
     ]
     chunks.write_text("".join(json.dumps(c) + "\n" for c in lines), encoding="utf-8")
-    builder = load_prompt_builder(DEFAULT_TEMPLATE, system, Budget())
+    builder = load_prompt_builder(GRU_MEM_TEMPLATE, system, Budget())
     queries = [{"id": "q", "question": question}]
     for turn in plan("p", [str(chunks)], queries, builder, 1):
         for memory in memories:

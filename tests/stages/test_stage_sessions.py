@@ -24,7 +24,7 @@ def chunk_line(session: str, index: int) -> str:
 def test_the_demo_index_names_each_sessions_file(tmp_path: Path, capsys) -> None:
     out = tmp_path / "sessions.jsonl"
     assert cli.main(["sessions", "--out", str(out), str(CHUNKS)]) == 0
-    lines = list(read_jsonl(out, "session"))
+    lines = list(read_jsonl(out, "session-index"))
     files = sorted(CHUNKS.glob("*.jsonl"))
     assert [(r["file"], r["line"]) for r in lines] == [(str(f), 1) for f in files]
     assert [r["session"] for r in lines] == [f.stem for f in files]

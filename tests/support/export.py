@@ -8,7 +8,7 @@ from typing import Any
 
 from grumem.core.json_text import dumps
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
-from grumem.corpus.parquet import ADVANTAGES, row_size
+from grumem.corpus.turn_rows import ADVANTAGES, row_size
 from grumem.io.jsonl import read_jsonl
 from grumem.stages.export import (
     ExportInputs,
@@ -61,7 +61,7 @@ def verl_rows(
     data_source: str, ability: str, traj: dict[str, Any], first_index: int
 ) -> Iterator[tuple[dict[str, Any], int]]:
     """A trajectory's verl rows, one dict a turn, with their sizes: the oracle of the
-    export's columnar build (grumem.corpus.parquet); `first_index` is its first
+    export's columnar build (grumem.corpus.turn_rows); `first_index` is its first
     row's place in the file."""
     exit_gates = [turn["exit_gate"] for turn in traj["turns"]]
     # r_format of a new answer to turn t also needs every other recorded ask

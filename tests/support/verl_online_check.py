@@ -58,7 +58,7 @@ from grumem.verl.estimator import ESTIMATOR  # noqa: E402
 from grumem.verl.group_step import step_metrics  # noqa: E402
 from grumem.verl.session_row import read_session_row  # noqa: E402
 from grumem.verl.worker import score_group  # noqa: E402
-from support.session_rows import demo_session_rows, write_rows  # noqa: E402
+from support.rollout_rows import demo_rollout_rows, write_rows  # noqa: E402
 from support.verl_servers import LlamaServerManager, ScriptedServerManager  # noqa: E402
 
 REAL_SESSION = ("errors-and-fixes", "demo-03-npm-peer-deps")  # the demo's shortest: 3 chunks
@@ -120,7 +120,7 @@ def eos_id(tokenizer: Any) -> int:
 def demo_row(level: str, query_id: str, session: str) -> dict:
     (row,) = [
         r
-        for r in demo_session_rows(level=level)
+        for r in demo_rollout_rows(level=level)
         if (r["extra_info"]["query_id"], r["extra_info"]["session"]) == (query_id, session)
     ]
     return row
@@ -167,7 +167,7 @@ def token_ids_agree(tokenizer: Any, server: LlamaServerManager) -> dict:
     """transformers' tokenizer (from the GGUF) and llama.cpp's own, on the demo's
     chat-templated first prompts: the same ids both ways, and the text back."""
     texts = []
-    for row in demo_session_rows():
+    for row in demo_rollout_rows():
         info = row["extra_info"]
         messages = [
             {"role": "user", "content": info["question"] + "\n" + info["chunks"][0]["text"]}

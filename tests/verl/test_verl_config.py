@@ -52,10 +52,10 @@ def test_missing_corpus_fails_naming_it(tmp_path) -> None:
 
 def write_sessions(corpus: Path) -> Path:
     from grumem.core.template import Budget
-    from support.session_rows import demo_session_rows, write_rows
+    from support.rollout_rows import demo_rollout_rows, write_rows
 
     corpus.mkdir(parents=True, exist_ok=True)
-    return write_rows(corpus / "sessions.parquet", demo_session_rows(budget=Budget(response=1024)))
+    return write_rows(corpus / "sessions.parquet", demo_rollout_rows(budget=Budget(response=1024)))
 
 
 def test_online_prints_the_seams_and_the_rows_budget(tmp_path) -> None:

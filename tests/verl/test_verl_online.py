@@ -35,12 +35,12 @@ import yaml
 from grumem.core.advantages import ScoredTrajectory, group_advantages, mix
 from grumem.core.gate_parser import ParseError, parse_gate_response
 from grumem.core.template import Budget
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.group_step import step_metrics
 from grumem.verl.session_row import read_session_row
 from support.harness import start_fake_server
-from support.session_rows import demo_session_rows
+from support.rollout_rows import demo_rollout_rows
 from support.verl_venv import samples2_script, smollm2_gguf
 from support.workflow import REPO, snakemake, write_config
 
@@ -194,7 +194,7 @@ def replay_groups(corpus: Path) -> list[dict]:
     by_id = read_trajectories(corpus)
     rows = {
         (r["extra_info"]["query_id"], r["extra_info"]["session"]): r
-        for r in demo_session_rows(level="L1")
+        for r in demo_rollout_rows(level="L1")
     }
     groups = []
     for key, row in rows.items():
@@ -215,7 +215,7 @@ def expected_turns(row: dict, responses: list[str]) -> list[dict]:
     the strict parser, U_t yes -> the candidate, else M_{t-1}; the message from
     PromptBuilder.build (within budget, or it raises)."""
     info = row["extra_info"]
-    builder = load_prompt_builder(DEFAULT_TEMPLATE, info["system"], Budget(**info["budget"]))
+    builder = load_prompt_builder(GRU_MEM_TEMPLATE, info["system"], Budget(**info["budget"]))
     memory, out = None, []
     for chunk, response in zip(info["chunks"], responses, strict=False):
         prompt = builder.build(info["question"], chunk["text"], memory)
@@ -425,7 +425,7 @@ def test_v1_rollout_path_on_cpu_ray_transferqueue_sampler(seen) -> None:
     row = read_session_row(
         [
             r
-            for r in demo_session_rows()
+            for r in demo_rollout_rows()
             if (r["extra_info"]["query_id"], r["extra_info"]["session"]) == REAL
         ][0]
     )

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from grumem.config.settings import load_queries
 from grumem.core.json_text import sha256_text
 from grumem.core.loop import user_message
-from grumem.core.session_row import session_row
+from grumem.core.rollout_row import rollout_row
 from grumem.core.template import Budget
-from grumem.errors import GrumemError, SessionRowError
+from grumem.errors import GrumemError, RolloutRowError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import validate
 from grumem.io.labels import load_labels
@@ -33,7 +33,7 @@ from grumem.verl.rollout import (
     turn_prompt,
 )
 from grumem.verl.session_row import read_session_row
-from support.session_rows import DEMO, demo_session_rows
+from support.rollout_rows import DEMO, demo_rollout_rows
 
 TOKENS = cl100k_tokens()
 
@@ -50,7 +50,7 @@ def gate(check: bool, memory: str = "m", end: bool = False) -> str:
 def row_of(session: str, query_id: str = "errors-and-fixes", **kwargs) -> dict:
     (row,) = [
         r
-        for r in demo_session_rows(**kwargs)
+        for r in demo_rollout_rows(**kwargs)
         if (r["extra_info"]["query_id"], r["extra_info"]["session"]) == (query_id, session)
     ]
     return row
@@ -60,12 +60,12 @@ def row_of(session: str, query_id: str = "errors-and-fixes", **kwargs) -> dict:
 
 
 def test_demo_rows_carry_the_chunks_as_the_prompts_stage_renders_them() -> None:
-    rows = demo_session_rows()
+    rows = demo_rollout_rows()
     assert len(rows) == 10  # 2 queries x 5 sessions
     labels = load_labels(DEMO / "labels.jsonl")
     sessions = dict(iter_sessions([DEMO / "chunks"]))
     for i, row in enumerate(rows):
-        validate(row, "session-row")
+        validate(row, "rollout-row")
         info = row["extra_info"]
         assert info["index"] == i and row["agent_name"] == "grumem"
         chunks = sessions[info["session"]]
@@ -82,8 +82,8 @@ def test_a_chunk_without_a_label_is_refused_naming_it() -> None:
     (query,) = [q for q in load_queries(DEMO / "queries.yaml") if q["id"] == "environment"]
     chunks = [(text, sha256_text(text)) for text in ("some text", "more")]
     first = chunks[0][1]
-    with pytest.raises(SessionRowError, match=rf"chunk t=2 \({chunks[1][1][:12]}…\) has no label"):
-        session_row(
+    with pytest.raises(RolloutRowError, match=rf"chunk t=2 \({chunks[1][1][:12]}…\) has no label"):
+        rollout_row(
             0,
             "p",
             query,
@@ -132,7 +132,7 @@ def test_a_row_as_verl_hands_it_over_reads_back() -> None:
 def test_a_row_that_is_not_an_exported_row_is_refused_naming_the_field(change, message) -> None:
     row = row_of("demo-02-slugify-unicode")
     change(row)
-    with pytest.raises(SessionRowError, match=message):
+    with pytest.raises(RolloutRowError, match=message):
         read_session_row(row)
 
 
@@ -147,7 +147,7 @@ def test_every_turn_prompt_is_the_responses_stage_user_message() -> None:
     records = list(plan("demo", [DEMO / "chunks"], queries, builder, 1))
     rows = {
         (r["extra_info"]["query_id"], r["extra_info"]["session"]): read_session_row(r)
-        for r in demo_session_rows()
+        for r in demo_rollout_rows()
     }
     assert len(records) == 72
     for record in records:

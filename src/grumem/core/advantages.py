@@ -28,6 +28,8 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
+
 ALPHA = 0.9  # the paper's mix of trajectory and turn advantages
 EPS = 1e-6  # keeps (R − mean)/(std + ε) finite for a near-constant group
 
@@ -35,15 +37,6 @@ EPS = 1e-6  # keeps (R − mean)/(std + ε) finite for a near-constant group
 SINGLE_SAMPLE = "single_sample"  # nothing in the group to compare with
 ZERO_VARIANCE = "zero_variance"  # every value equal: no signal, and 0 would be a fabricated one
 NULL_REASONS = (SINGLE_SAMPLE, ZERO_VARIANCE)
-
-
-@dataclass(frozen=True)
-class ReturnWeights:
-    """Weights of the components in a trajectory's return R_i (config export.return_weights)."""
-
-    r_update: float = 1.0  # times the mean r_update over the trajectory's turns
-    r_exit: float = 1.0  # only when r_exit is a value
-    r_format: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)  # one per exported trajectory, held until all are read
@@ -73,7 +66,7 @@ class NullCounts:
     advantage: int = 0  # turns whose Â is null
 
 
-def trajectory_return(traj: ScoredTrajectory, weights: ReturnWeights = ReturnWeights()) -> float:
+def trajectory_return(traj: ScoredTrajectory, weights: ReturnWeights = EQUAL_WEIGHTS) -> float:
     """R_i: the weighted sum of the trajectory's available reward components."""
     if not traj.r_update:
         raise ValueError("a trajectory without turns has no return")
@@ -111,7 +104,7 @@ def mix(alpha: float, traj: float | None, turn: float | None) -> float | None:
 def group_advantages(
     group: Sequence[ScoredTrajectory],
     alpha: float = ALPHA,
-    weights: ReturnWeights = ReturnWeights(),
+    weights: ReturnWeights = EQUAL_WEIGHTS,
     eps: float = EPS,
     nulls: NullCounts | None = None,
 ) -> list[list[TurnAdvantage]]:
@@ -149,7 +142,7 @@ def group_advantages(
 def iter_advantages(
     trajectories: Sequence[ScoredTrajectory],
     alpha: float = ALPHA,
-    weights: ReturnWeights = ReturnWeights(),
+    weights: ReturnWeights = EQUAL_WEIGHTS,
     eps: float = EPS,
     nulls: NullCounts | None = None,
 ) -> Iterator[tuple[int, list[TurnAdvantage]]]:
@@ -166,7 +159,7 @@ def iter_advantages(
 def advantages(
     trajectories: Sequence[ScoredTrajectory],
     alpha: float = ALPHA,
-    weights: ReturnWeights = ReturnWeights(),
+    weights: ReturnWeights = EQUAL_WEIGHTS,
     eps: float = EPS,
 ) -> tuple[list[list[TurnAdvantage]], NullCounts, int]:
     """Advantages of every turn, in the input's order; with the null counts and the

@@ -23,12 +23,12 @@ from typing import Any
 from grumem.core.advantages import (
     NULL_REASONS,
     NullCounts,
-    ReturnWeights,
     ScoredTrajectory,
     group_advantages,
     mix,
 )
 from grumem.errors import GrumemError
+from grumem.records.return_weights import ReturnWeights
 
 
 class Scores:

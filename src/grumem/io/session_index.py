@@ -16,10 +16,10 @@ from grumem.core.json_text import stdlib_loads
 from grumem.errors import GrumemError, RecordError
 from grumem.io.chunk_files import expand_chunk_paths
 from grumem.io.typed import read_records
-from grumem.records.session import SessionEntry
+from grumem.records.session_index import SessionIndexEntry
 
 
-def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[SessionEntry]:
+def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[SessionIndexEntry]:
     """{session, file, line} per session; a session in two files is an error naming both.
 
     Only the `session` of each line is read: a malformed line is left to the
@@ -29,7 +29,7 @@ def session_index(chunk_paths: Sequence[str | os.PathLike[str]]) -> Iterator[Ses
         for line, session in _sessions_in(path):
             if session not in seen:
                 seen[session] = (path, line)
-                yield SessionEntry(session=session, file=path, line=line)
+                yield SessionIndexEntry(session=session, file=path, line=line)
             elif seen[session][0] != path:
                 first, first_line = seen[session]
                 raise RecordError(
@@ -59,7 +59,7 @@ def _sessions_in(path: str) -> Iterator[tuple[int, str]]:
 def read_session_index(path: str | os.PathLike[str]) -> dict[str, str]:
     """session -> the chunk file that holds it (every prompts job reads the whole
     index: its lines are decoded and checked in one C pass)."""
-    return {r.session: r.file for _, r in read_records(path, SessionEntry)}
+    return {r.session: r.file for _, r in read_records(path, SessionIndexEntry)}
 
 
 def check_session(

@@ -11,11 +11,11 @@ from grumem.errors import TemplateError
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.tokenizer import cl100k_tokens
 
-DEFAULT_TEMPLATE = TEMPLATES_DIR / "gru-mem.txt"
+GRU_MEM_TEMPLATE = TEMPLATES_DIR / "gru-mem.txt"
 
 
 def load_template(
-    path: str | os.PathLike[str] = DEFAULT_TEMPLATE, slots: tuple[str, ...] = SLOTS
+    path: str | os.PathLike[str] = GRU_MEM_TEMPLATE, slots: tuple[str, ...] = SLOTS
 ) -> str:
     """Read a template and check it has each of `slots` exactly once."""
     try:
@@ -30,7 +30,7 @@ def load_template(
 
 
 def load_prompt_builder(
-    path: str | os.PathLike[str] = DEFAULT_TEMPLATE,
+    path: str | os.PathLike[str] = GRU_MEM_TEMPLATE,
     system: str | None = None,
     budget: Budget | None = None,
     tokens: Tokens | None = None,

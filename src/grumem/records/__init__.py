@@ -4,7 +4,7 @@ loaded and checked by grumem.config, not records a stage writes for another).
 
     records/base.py        Record: decode, convert, encode, read like a dict
     records/chunk.py       ChunkLine (chunk), ChunkManifest (chunk-manifest)
-    records/session.py     SessionEntry (session)
+    records/session_index.py     SessionIndexEntry (session)
     records/prompt.py      PromptRecord (prompt)
     records/response.py    ExchangeRecord | AbortRecord (response); Request, Attempt
     records/gate.py        GateRecord (gate); ParseFailure
@@ -14,7 +14,7 @@ loaded and checked by grumem.config, not records a stage writes for another).
     records/kappa.py       KappaCalibration (kappa)
     records/trajectory.py  Trajectory (trajectory)
     records/summary.py     CorpusSummary (summary)
-    records/session_row.py SessionRowRecord (session-row): a row of sessions.parquet
+    records/rollout_row.py RolloutRow (session-row): a row of sessions.parquet
 
 SCHEMAS maps each schema's name to its type; grumem.io.typed reads and writes JSON
 Lines through them, the schema (the contract) deciding what the C check refuses.
@@ -32,8 +32,8 @@ from grumem.records.label import CalibrationSample, Label, UnjudgedPair
 from grumem.records.log import LogLine
 from grumem.records.prompt import PromptRecord
 from grumem.records.response import ResponseRecord
-from grumem.records.session import SessionEntry
-from grumem.records.session_row import SessionRowRecord
+from grumem.records.rollout_row import RolloutRow
+from grumem.records.session_index import SessionIndexEntry
 from grumem.records.summary import CorpusSummary
 from grumem.records.trajectory import Trajectory
 
@@ -50,8 +50,8 @@ SCHEMAS: dict[str, Any] = {
     "log": LogLine,
     "prompt": PromptRecord,
     "response": ResponseRecord,
-    "session": SessionEntry,
-    "session-row": SessionRowRecord,
+    "session-index": SessionIndexEntry,
+    "rollout-row": RolloutRow,
     "summary": CorpusSummary,
     "trajectory": Trajectory,
     "unjudged": UnjudgedPair,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from grumem.records.base import Count, Positive, Record, Sha256
 
-__all__ = ["PromptRecord", "Tokens"]
+__all__ = ["PromptRecord", "TokenCounts"]
 
 
-class Tokens(Record, frozen=True, forbid_unknown_fields=False):
+class TokenCounts(Record, frozen=True, forbid_unknown_fields=False):
     """Token counts of the prompt's parts (an open object: other keys are read past)."""
 
     question: int
@@ -31,4 +31,4 @@ class PromptRecord(Record, frozen=True):
     system: str | None
     prefix: str
     suffix: str
-    tokens: Tokens
+    tokens: TokenCounts

@@ -8,6 +8,7 @@ from typing import Annotated, Literal, TypeAlias
 import msgspec
 
 from grumem.records.base import Count, Number, Record, Sha256
+from grumem.records.return_weights import ReturnWeights
 
 __all__ = ["CorpusSummary"]
 
@@ -68,12 +69,6 @@ class Parsed(Record, frozen=True):
 class Reasks(Record, frozen=True):
     turns: Count
     asks: Count
-
-
-class ReturnWeights(Record, frozen=True):
-    r_update: Number
-    r_exit: Number
-    r_format: Number
 
 
 class NullReasons(Record, frozen=True):

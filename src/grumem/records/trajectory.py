@@ -10,7 +10,7 @@ import msgspec
 from grumem.records.base import Count, Number, Positive, Record, Sha256
 from grumem.records.gate import ParseFailure
 
-__all__ = ["R_EXIT", "Aborted", "Message", "Trajectory", "Turn", "TurnEarlierAsk"]
+__all__ = ["R_EXIT", "Aborted", "Message", "Trajectory", "TrajectoryTurn", "TrajectoryEarlierAsk"]
 
 R_EXIT = (0, -0.75, -0.5)  # the values r_exit takes (a float enum: no Literal holds one)
 
@@ -22,7 +22,7 @@ class Message(Record, frozen=True):
     content: str
 
 
-class TurnEarlierAsk(Record, frozen=True):
+class TrajectoryEarlierAsk(Record, frozen=True):
     """An ask before the turn's last, as the corpus keeps it (each makes r_format 0)."""
 
     ask: Count
@@ -32,7 +32,7 @@ class TurnEarlierAsk(Record, frozen=True):
     parse_error: ParseFailure | None
 
 
-class Turn(Record, frozen=True):
+class TrajectoryTurn(Record, frozen=True):
     """One trainable turn: the recorded prompt and response, the gates and rewards."""
 
     t: Positive
@@ -46,7 +46,7 @@ class Turn(Record, frozen=True):
     exit_gate: bool | None
     attempt: Positive
     asks: Count
-    earlier_asks: list[TurnEarlierAsk]
+    earlier_asks: list[TrajectoryEarlierAsk]
     request_sha256: str
     response_model: str | None
     advantage: Number | None
@@ -66,7 +66,7 @@ class Trajectory(Record, frozen=True):
     """One trajectory, in the export's key order."""
 
     trajectory_id: str
-    turns: Annotated[list[Turn], msgspec.Meta(min_length=1)]
+    turns: Annotated[list[TrajectoryTurn], msgspec.Meta(min_length=1)]
     r_exit: Number | None
     r_exit_reason: Literal["no_evidence", "aborted", "no_exit_gate"] | None
     r_format: Literal[0, 1]

@@ -50,7 +50,7 @@ from grumem.core.template import memory_text
 from grumem.corpus.log_reader import LogReader, LogTrajectory, group_trajectories
 from grumem.errors import RecordError
 from grumem.io.jsonl import atomic_writer, read_jsonl_fast
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 
 VIEWER = "viewer.html"
 DEFAULT_MAX_TRAJECTORIES = 500
@@ -386,7 +386,7 @@ def write_viewer(
 ) -> ViewerStats:
     """Write the viewer page to `out` (atomically)."""
     log_path, corpus_path = str(log), str(trajectories)
-    shape = PromptShape.from_template(load_template(template or DEFAULT_TEMPLATE))
+    shape = PromptShape.from_template(load_template(template or GRU_MEM_TEMPLATE))
     planned = plan(corpus_path, max_trajectories)
     wanted = set(planned.order)
     questions: dict[str, str] = {}

@@ -12,7 +12,7 @@ under the output directory:
   as the stream goes;
 - `sessions.parquet` (given the queries and the chunk files): one row per
   (project, query, session) for online training of the loop itself
-  (grumem.corpus.sessions), its chunks rendered as the prompts stage fills
+  (grumem.corpus.rollout_rows), its chunks rendered as the prompts stage fills
   `{chunk}`, each chunk's label joined by chunk_sha; every chunk of every
   session needs a label;
 - `summary.json`: the counts card 004 asks for, also printed;
@@ -46,24 +46,23 @@ from pathlib import Path
 from typing import IO, Any
 
 from grumem.config.settings import load_queries, settings_from_args
-from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.advantages import ALPHA
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
-from grumem.core.session_row import ABILITY
+from grumem.core.rollout_row import ABILITY
 from grumem.core.template import Budget
 from grumem.corpus.advantage_table import AdvantageTable, Scores
 from grumem.corpus.card import CARD, card_text
 from grumem.corpus.kappa_gate import check_kappa
 from grumem.corpus.log_reader import LogReader, group_trajectories
-from grumem.corpus.parquet import PARQUET_SCHEMA, ParquetSink
-from grumem.corpus.sessions import (
+from grumem.corpus.rollout_rows import (
     SESSIONS,
     SESSIONS_SCHEMA,
     RowSettings,
     SessionChunks,
     check_session_labels,
-    session_rows,
-    write_sessions,
+    rollout_rows,
+    write_rollout_rows,
 )
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import (
@@ -73,11 +72,13 @@ from grumem.corpus.trajectory import (
     record_bytes,
     trajectory,
 )
+from grumem.corpus.turn_rows import PARQUET_SCHEMA, ParquetSink
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.jsonl import atomic_files, sha256_file
 from grumem.io.labels import load_labels
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.typed import checked_document
+from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
 from grumem.records.summary import CorpusSummary
 
 __all__ = ["SESSIONS", "SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused"]
@@ -99,7 +100,7 @@ class ExportInputs:
     ability: str = ABILITY
     chunks: tuple[str, ...] = ()
     alpha: float = ALPHA
-    return_weights: ReturnWeights = ReturnWeights()
+    return_weights: ReturnWeights = EQUAL_WEIGHTS
     template: str | None = None  # the prompts' template, named in the dataset card
     # sessions.parquet, written when the queries are given (with the chunk files): the
     # project's name and queries, and the run's settings its rows carry
@@ -121,7 +122,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     sessions = None if chunks is None else chunks.shas
 
     table = AdvantageTable(_score(inputs, labels, sessions), inputs.alpha, inputs.return_weights)
-    rows = None if inputs.queries is None else _session_rows(inputs, chunks, labels)
+    rows = None if inputs.queries is None else _rollout_rows(inputs, chunks, labels)
     reader = LogReader(inputs.log)
     summary = Summary(advantages=table.summary)
     # summary.json first: it is renamed last, so its presence means the corpus is complete
@@ -143,7 +144,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
         finally:
             sink.close()
         if rows is not None:
-            write_sessions(out[SESSIONS], rows)
+            write_rollout_rows(out[SESSIONS], rows)
         if summary.turns == 0:
             raise GrumemError(
                 f"{inputs.log}: no trainable turns to export"
@@ -185,7 +186,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     return result
 
 
-def _session_rows(
+def _rollout_rows(
     inputs: ExportInputs, chunks: SessionChunks | None, labels: Labels
 ) -> Iterator[dict[str, Any]]:
     """sessions.parquet's rows, generated as it is written; its labels are checked here,
@@ -201,14 +202,14 @@ def _session_rows(
         level=inputs.level,
         budget=inputs.budget,
         # the text the prompts stage filled, hashed as the agent loop checks it
-        template_sha256=sha256_text(load_template(inputs.template or DEFAULT_TEMPLATE)),
+        template_sha256=sha256_text(load_template(inputs.template or GRU_MEM_TEMPLATE)),
         system=inputs.system,
         alpha=inputs.alpha,
         return_weights=inputs.return_weights,
         data_source=inputs.data_source,
         ability=inputs.ability,
     )
-    return session_rows(inputs.project, queries, chunks, labels, settings)
+    return rollout_rows(inputs.project, queries, chunks, labels, settings)
 
 
 def _score(inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] | None) -> Scores:

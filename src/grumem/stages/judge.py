@@ -53,7 +53,7 @@ from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 
-DEFAULT_TEMPLATE = TEMPLATES_DIR / "judge.txt"
+JUDGE_TEMPLATE = TEMPLATES_DIR / "judge.txt"
 SLOTS = ("prompt", "chunk")
 # Every judge request is sample 0: one judgement per pair. With temperature 0
 # (the default) the seed does not matter; above 0 it keeps a rerun's request
@@ -69,7 +69,7 @@ CHARS_PER_TOKEN = 2.0
 # ------------------------------------------------------------------ the prompt
 
 
-def load_judge_template(path: str | os.PathLike[str] = DEFAULT_TEMPLATE) -> str:
+def load_judge_template(path: str | os.PathLike[str] = JUDGE_TEMPLATE) -> str:
     """Read a judge template: `{prompt}` and `{chunk}` exactly once each, no `{memory}`."""
     text = load_template(path, SLOTS)
     if "{memory}" in text:
@@ -308,7 +308,7 @@ def run(
     settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
     label: str = "judge",
-    template_path: str | os.PathLike[str] = DEFAULT_TEMPLATE,
+    template_path: str | os.PathLike[str] = JUDGE_TEMPLATE,
     max_in_flight: int | None = None,
 ) -> dict[str, int]:
     """Judge every (query, chunk) of the chunk files; write labels and the side file atomically.
@@ -361,7 +361,7 @@ def main(args: argparse.Namespace) -> int:
         args.unparsed,
         settings,
         label=f"judge {args.project}",
-        template_path=args.template or DEFAULT_TEMPLATE,
+        template_path=args.template or JUDGE_TEMPLATE,
         max_in_flight=None if args.concurrency is None else max(1, args.concurrency),
     )
     # stderr goes to --log too (cli.main), progress and this summary alike

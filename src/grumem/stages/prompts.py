@@ -91,11 +91,11 @@ def main(args: argparse.Namespace) -> int:
     from grumem.config.settings import load_queries, settings_from_args
     from grumem.core.template import Budget
     from grumem.io.jsonl import write_jsonl
-    from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
+    from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 
     s = settings_from_args(args)
     builder = load_prompt_builder(
-        args.template or DEFAULT_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
+        args.template or GRU_MEM_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
     )
     index = read_session_index(args.sessions) if args.sessions else None
     records = plan(

@@ -9,11 +9,11 @@ import sys
 
 from grumem.io.session_index import session_index
 from grumem.io.typed import write_records
-from grumem.records.session import SessionEntry
+from grumem.records.session_index import SessionIndexEntry
 
 
 def main(args: argparse.Namespace) -> int:
     """`grumem sessions`: the project's session index."""
-    n = write_records(args.out, session_index(args.chunks), SessionEntry)
+    n = write_records(args.out, session_index(args.chunks), SessionIndexEntry)
     print(f"sessions: {n} sessions indexed in {args.out}", file=sys.stderr)
     return 0

@@ -8,7 +8,7 @@ import sys
 
 from grumem.errors import GrumemError
 from grumem.io.chunk_files import read_chunk_file
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_prompt_builder
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 
 
 def main(args: argparse.Namespace) -> int:
@@ -27,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
             + ("" if chunks else "")
             + ("; pass --session" if len(chunks) > 1 else "")
         )
-    builder = load_prompt_builder(args.template or DEFAULT_TEMPLATE)
+    builder = load_prompt_builder(args.template or GRU_MEM_TEMPLATE)
     prompt = builder.build(args.question, chunks[0].text, args.memory)
     sys.stdout.buffer.write(prompt.user.encode("utf-8"))
     sys.stdout.flush()

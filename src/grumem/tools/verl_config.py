@@ -1,10 +1,10 @@
-"""`grumem verl-config`: print the Hydra overrides of grumem.verl.config, one a line."""
+"""`grumem verl-config`: print the Hydra overrides of grumem.verl.turn_overrides, one a line."""
 
 from __future__ import annotations
 
 import argparse
 
-from grumem.verl.config import MAX_PROMPT_LENGTH, MAX_RESPONSE_LENGTH, verl_overrides
+from grumem.verl.turn_overrides import MAX_PROMPT_LENGTH, MAX_RESPONSE_LENGTH, turn_overrides
 
 REWARD_KWARGS = ("w_update", "w_exit", "w_format", "format_failure")
 
@@ -19,7 +19,7 @@ def main(args: argparse.Namespace) -> int:
 
         raise GrumemError("--rollout-n is the online group's size: give it with --online")
     else:
-        lines = verl_overrides(
+        lines = turn_overrides(
             args.corpus,
             args.val_corpus,
             MAX_PROMPT_LENGTH if args.max_prompt_length is None else args.max_prompt_length,
@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _online(args: argparse.Namespace, reward_kwargs: dict) -> list[str]:
     from grumem.errors import GrumemError
-    from grumem.verl.online_config import ROLLOUT_N, online_overrides
+    from grumem.verl.online_overrides import ROLLOUT_N, online_overrides
 
     if reward_kwargs:
         # online, each turn's value is the group step's advantage: no reward function runs

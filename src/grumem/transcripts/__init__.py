@@ -34,10 +34,10 @@ from grumem.transcripts.formats import (
     claude_code,
     codex_cli,
     gemini_cli,
+    grumem_records,
     mini_swe_agent,
     openai_chat,
     openhands,
-    records,
     swe_agent,
     trajectory_dataset,
 )
@@ -59,7 +59,7 @@ FORMATS: dict[str, Any] = {
     m.NAME: m
     for m in (
         claude_code,
-        records,
+        grumem_records,
         mini_swe_agent,
         swe_agent,
         anthropic,

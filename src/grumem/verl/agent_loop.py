@@ -32,8 +32,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.utils.profiler import simple_timer
 
-from grumem.core.session_row import AGENT_NAME
-from grumem.io.template_files import DEFAULT_TEMPLATE
+from grumem.core.rollout_row import AGENT_NAME
+from grumem.io.template_files import GRU_MEM_TEMPLATE
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.rollout import (
     Turn,
@@ -70,7 +70,7 @@ class GrumemAgentLoop(AgentLoopBase):
 
     def __init__(self, *args: Any, template: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.template = template or str(DEFAULT_TEMPLATE)
+        self.template = template or str(GRU_MEM_TEMPLATE)
         # one counter for the loop's rollouts: its cache holds their memories
         self.tokens = cl100k_tokens()
         self.prompt_length = self.rollout_config.prompt_length

@@ -20,7 +20,7 @@ from grumem.core.loop import interpret_content, memory_after, stops, user_messag
 from grumem.core.template import PromptBuilder
 from grumem.core.tokens import Tokens
 from grumem.errors import BudgetError, GrumemError
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.session_row import SessionChunk, SessionRow
 
@@ -67,7 +67,7 @@ class Turn:
 
 
 def prompt_builder(
-    row: SessionRow, template: str | Path = DEFAULT_TEMPLATE, tokens: Tokens | None = None
+    row: SessionRow, template: str | Path = GRU_MEM_TEMPLATE, tokens: Tokens | None = None
 ) -> PromptBuilder:
     """The row's PromptBuilder, counting with `tokens` (the loop's counter, else one of
     its own); the template must be the one the row was exported with."""

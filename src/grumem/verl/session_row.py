@@ -1,10 +1,10 @@
-"""A sessions.parquet row (workflow/schemas/session-row.schema.yaml), read back by the
+"""A sessions.parquet row (workflow/schemas/rollout-row.schema.yaml), read back by the
 agent loop.
 
-The export writes one row per (project, query, session) (grumem.core.session_row
+The export writes one row per (project, query, session) (grumem.core.rollout_row
 builds it); verl's RLHFDataset hands its columns to the `grumem` agent loop as
 keyword arguments, where `read_session_row` checks them as the schema's typed
-record (grumem.records.session_row) and returns a SessionRow. verl and
+record (grumem.records.rollout_row) and returns a SessionRow. verl and
 pandas may hand nested values over as numpy arrays and scalars: those are read
 as the Python values they hold; anything the schema does not allow is refused
 with the field named, never coerced.
@@ -16,18 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grumem.core.advantages import ReturnWeights
 from grumem.core.json_text import sha256_text
 from grumem.core.rewards import last_evidence_turn
-from grumem.core.session_row import AGENT_NAME, EVIDENCE
+from grumem.core.rollout_row import AGENT_NAME, EVIDENCE
 from grumem.core.template import Budget
-from grumem.errors import SessionRowError
-from grumem.records.session_row import SessionRowRecord
+from grumem.errors import RolloutRowError
+from grumem.records.return_weights import ReturnWeights
+from grumem.records.rollout_row import RolloutRow
 
 __all__ = ["SCHEMA", "SessionChunk", "SessionRow", "plain", "read_session_row"]
 __all__ += ["without_chunk_texts"]
 
-SCHEMA = "session-row"
+SCHEMA = "rollout-row"
 
 
 @dataclass(frozen=True)
@@ -72,29 +72,29 @@ def read_session_row(columns: Mapping[str, Any]) -> SessionRow:
     row["extra_info"] = plain(columns.get("extra_info"))
     where = _where(row["extra_info"])
     try:
-        record = SessionRowRecord.convert(row, where)  # the schema's record, checked in C
-    except SessionRowError as e:
-        raise SessionRowError(
+        record = RolloutRow.convert(row, where)  # the schema's record, checked in C
+    except RolloutRowError as e:
+        raise RolloutRowError(
             f"{e}: not a grumem sessions row; export sessions.parquet with this grumem"
         ) from None
     info = record.extra_info
     labels = record.reward_model.ground_truth
     if len(labels) != len(info.chunks):
-        raise SessionRowError(
+        raise RolloutRowError(
             f"{where}: reward_model.ground_truth has {len(labels)} labels for"
             f" {len(info.chunks)} chunks: one label per chunk"
         )
     chunks = []
     for t, (c, label) in enumerate(zip(info.chunks, labels, strict=True), start=1):
         if sha256_text(c.text) != c.chunk_sha:
-            raise SessionRowError(
+            raise RolloutRowError(
                 f"{where}: extra_info.chunks.{t - 1}.chunk_sha is not the sha256 of its text:"
                 " the row was altered after export"
             )
         chunks.append(SessionChunk(t, c.text, c.chunk_sha, EVIDENCE[label]))
     last = last_evidence_turn((c.t, c.evidence) for c in chunks)
     if info.t_last_evidence != last:
-        raise SessionRowError(
+        raise RolloutRowError(
             f"{where}: extra_info.t_last_evidence is {info.t_last_evidence}, the labels say {last}"
         )
     b, w = info.budget, info.return_weights

@@ -1,5 +1,5 @@
 """sessions.parquet rows of the bundled demo (fixtures/demo), made by the export's own
-code (grumem.corpus.sessions) with the settings the demo's config gives: each chunk
+code (grumem.corpus.rollout_rows) with the settings the demo's config gives: each chunk
 rendered as the prompts stage fills `{chunk}`, its label joined from
 fixtures/demo/labels.jsonl by (query_id, chunk_sha)."""
 
@@ -11,30 +11,36 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from grumem.config.settings import load_queries
-from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
-from grumem.core.session_row import ABILITY, WEIGHTS
+from grumem.core.rollout_row import ABILITY
 from grumem.core.template import Budget
-from grumem.corpus.sessions import RowSettings, SessionChunks, session_rows, write_sessions
+from grumem.corpus.rollout_rows import (
+    RowSettings,
+    SessionChunks,
+    rollout_rows,
+    write_rollout_rows,
+)
 from grumem.io.labels import load_labels
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
+from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
 
 BUDGET = Budget()  # the config's defaults
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 
 
-def demo_session_rows(
+def demo_rollout_rows(
     level: str = "L1",
     budget: Budget = BUDGET,
     system: str | None = None,
     alpha: float = ALPHA,
-    return_weights: ReturnWeights = WEIGHTS,
+    return_weights: ReturnWeights = EQUAL_WEIGHTS,
 ) -> list[dict[str, Any]]:
     """One row per (query, session) of the demo, in the export's order."""
     settings = RowSettings(
         level=level,
         budget=budget,
-        template_sha256=sha256_text(load_template(DEFAULT_TEMPLATE)),
+        template_sha256=sha256_text(load_template(GRU_MEM_TEMPLATE)),
         system=system,
         alpha=alpha,
         return_weights=return_weights,
@@ -43,13 +49,13 @@ def demo_session_rows(
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    return list(session_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
+    return list(rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
     """The rows as a parquet file verl's RLHFDataset reads, as the export writes it."""
     with open(path, "wb") as f:
-        write_sessions(f, rows)
+        write_rollout_rows(f, rows)
     return path
 
 

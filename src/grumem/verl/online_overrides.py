@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from grumem.core.session_row import AGENT_NAME
+from grumem.core.rollout_row import AGENT_NAME
 from grumem.errors import GrumemError
 
 SESSIONS = "sessions.parquet"  # the export's file name

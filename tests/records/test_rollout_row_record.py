@@ -1,4 +1,4 @@
-"""grumem.records.session_row against workflow/schemas/session-row.schema.yaml: the same
+"""grumem.records.rollout_row against workflow/schemas/rollout-row.schema.yaml: the same
 fields in the same order, and, for every single-field change of a demo row, the typed
 record accepts exactly what the schema accepts."""
 
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grumem.errors import RecordError, SessionRowError
+from grumem.errors import RecordError, RolloutRowError
 from grumem.io.jsonl import schema, validate
-from grumem.records.session_row import SessionRowRecord
+from grumem.records.rollout_row import RolloutRow
+from support.rollout_rows import demo_rollout_rows
 from support.schema_data import mutated, paths
-from support.session_rows import demo_session_rows
 
-ROWS = demo_session_rows()
+ROWS = demo_rollout_rows()
 # values of every JSON type, and the edges of the schema's minimums, enums and patterns
 VALUES = [None, True, False, 0, -1, 1, 2.0, 0.5, 1.5, "", "x", "L2", "yes", "rule", "user"]
 VALUES += ["a" * 64, "A" * 64, [], [1], ["yes"], {}, {"x": 1}]
@@ -25,7 +25,7 @@ VALUES += ["a" * 64, "A" * 64, [], [1], ["yes"], {}, {"x": 1}]
 
 def _schema_accepts(row: Any) -> bool:
     try:
-        validate(row, "session-row")
+        validate(row, "rollout-row")
     except RecordError:
         return False
     return True
@@ -33,8 +33,8 @@ def _schema_accepts(row: Any) -> bool:
 
 def _record_accepts(row: Any) -> bool:
     try:
-        SessionRowRecord.convert(row)
-    except SessionRowError:
+        RolloutRow.convert(row)
+    except RolloutRowError:
         return False
     return True
 
@@ -52,8 +52,8 @@ def _fields(info: msgspec.inspect.StructType, node: dict[str, Any], at: tuple = 
 
 
 def test_the_records_fields_are_the_schemas_properties_in_order() -> None:
-    info = msgspec.inspect.type_info(SessionRowRecord)
-    seen = _fields(info, schema("session-row"))
+    info = msgspec.inspect.type_info(RolloutRow)
+    seen = _fields(info, schema("rollout-row"))
     assert len(seen) == 7  # the row, message, reward_model, extra_info, chunk, budget, weights
     for path, fields, properties in seen:
         assert fields == properties, path
@@ -63,7 +63,7 @@ def test_the_records_fields_are_the_schemas_properties_in_order() -> None:
 
 def test_the_demo_rows_are_records_and_encode_back() -> None:
     for row in ROWS:
-        record = SessionRowRecord.convert(row)
+        record = RolloutRow.convert(row)
         assert record.to_dict() == row
 
 
@@ -105,8 +105,8 @@ def test_random_changes_are_accepted_exactly_when_the_schema_accepts_them(base, 
 
 def test_a_refusal_names_the_field() -> None:
     row = mutated(ROWS[0], ("extra_info", "chunks", 0, "chunk_sha"), "A" * 64)
-    with pytest.raises(SessionRowError, match=r"row 7: field 'extra_info\.chunks\.0\.chunk_sha'"):
-        SessionRowRecord.convert(row, "row 7")
+    with pytest.raises(RolloutRowError, match=r"row 7: field 'extra_info\.chunks\.0\.chunk_sha'"):
+        RolloutRow.convert(row, "row 7")
 
 
 def test_a_sha_with_a_final_newline_is_refused() -> None:

@@ -1,9 +1,9 @@
-"""A row of corpus/sessions.parquet (workflow/schemas/session-row.schema.yaml): one
+"""A row of corpus/sessions.parquet (workflow/schemas/rollout-row.schema.yaml): one
 (project, query, session), what an online rollout of the GRU-Mem loop needs. The
-export builds it (grumem.core.session_row), verl's dataset hands its columns to
+export builds it (grumem.core.rollout_row), verl's dataset hands its columns to
 the `grumem` agent loop (grumem.verl.session_row reads them back). The classes
 mirror the schema field for field, in its property order (the order the export
-writes the columns); tests/records/test_session_row_record.py holds them against
+writes the columns); tests/records/test_rollout_row_record.py holds them against
 the schema."""
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ from typing import Annotated, Any, Literal, Self, TypeAlias
 
 import msgspec
 
-from grumem.errors import RecordShapeError, SessionRowError
-from grumem.records.base import Count, NonEmpty, Number, Positive, Record, Sha256
+from grumem.errors import RecordShapeError, RolloutRowError
+from grumem.records.base import Count, NonEmpty, Positive, Record, Sha256
+from grumem.records.return_weights import ReturnWeights
 
 __all__ = [
     "AGENT_NAME",
     "ChunkText",
-    "ReturnWeightsRecord",
     "RowBudget",
     "RowMessage",
     "RowRewardModel",
-    "SessionInfo",
-    "SessionRowRecord",
+    "RolloutInfo",
+    "RolloutRow",
 ]
 
 AGENT_NAME = "grumem"  # the agent loop's registered name (grumem.verl.agent_loop)
@@ -63,15 +63,7 @@ class RowBudget(Record, frozen=True):
     response: Positive
 
 
-class ReturnWeightsRecord(Record, frozen=True):
-    """The weights of a trajectory's return R_i (export.return_weights)."""
-
-    r_update: Number
-    r_exit: Number
-    r_format: Number
-
-
-class SessionInfo(Record, frozen=True):
+class RolloutInfo(Record, frozen=True):
     """What grumem's agent loop reads of the row (verl passes it as `extra_info`)."""
 
     index: Count
@@ -87,10 +79,10 @@ class SessionInfo(Record, frozen=True):
     budget: RowBudget
     template_sha256: Sha256
     alpha: Fraction
-    return_weights: ReturnWeightsRecord
+    return_weights: ReturnWeights
 
 
-class SessionRowRecord(Record, frozen=True):
+class RolloutRow(Record, frozen=True):
     """One row of sessions.parquet."""
 
     data_source: NonEmpty
@@ -98,14 +90,14 @@ class SessionRowRecord(Record, frozen=True):
     prompt: Annotated[list[RowMessage], msgspec.Meta(min_length=1, max_length=1)]
     ability: str
     reward_model: RowRewardModel
-    extra_info: SessionInfo
+    extra_info: RolloutInfo
 
     @classmethod
     def convert(cls, value: Any, where: str = "sessions row") -> Self:
         """The record of a JSON-shaped value (dicts, lists, str, numbers), checked as the
-        schema; a SessionRowError naming `where` and the field if it is not one."""
+        schema; a RolloutRowError naming `where` and the field if it is not one."""
         try:
             return super().convert(value)
         except RecordShapeError as e:
             at = f"field '{e.field}': " if e.field else ""
-            raise SessionRowError(f"{where}: {at}{e.why}") from None
+            raise RolloutRowError(f"{where}: {at}{e.why}") from None

@@ -4,15 +4,15 @@ loop (grumem.verl's agent loop `grumem`) is trained from.
 A row holds the question, the session's chunks rendered exactly as the prompts
 stage fills `{chunk}` (grumem.core.chunk_text, with each chunk_sha), the evidence
 label of every chunk joined by (query_id, chunk_sha), t_last_evidence, the level,
-the budget and the template's sha256 (grumem.core.session_row builds it;
-workflow/schemas/session-row.schema.yaml is its contract). Rows are sorted by
+the budget and the template's sha256 (grumem.core.rollout_row builds it;
+workflow/schemas/rollout-row.schema.yaml is its contract). Rows are sorted by
 (session, query_id), so neither the shard rule nor the order of the chunk files
 moves a row, and each chunk file is read about once.
 
 The chunk texts are inline: a row is self-contained, so verl's workers need no
 shared file system. verl copies a row's columns into the training row of every
 turn of every rollout; grumem.verl.worker drops the texts from that copy (their
-shas stay). scripts/bench_session_row.py measures both.
+shas stay). scripts/bench_rollout_row.py measures both.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grumem.core.advantages import ReturnWeights
 from grumem.core.chunk_text import Chunk
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
-from grumem.core.session_row import session_row
+from grumem.core.rollout_row import rollout_row
 from grumem.core.template import Budget
-from grumem.corpus.parquet import ROW_GROUP_BYTES, ROW_GROUP_ROWS, statistics_columns
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing
+from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, statistics_columns
 from grumem.errors import GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
+from grumem.records.return_weights import ReturnWeights
 
 SESSIONS = "sessions.parquet"
 
@@ -156,19 +156,19 @@ def check_session_labels(
         )
 
 
-def session_rows(
+def rollout_rows(
     project: str,
     queries: Sequence[Mapping[str, str]],
     sessions: SessionChunks,
     labels: Labels,
     settings: RowSettings,
 ) -> Iterator[dict[str, Any]]:
-    """The rows, sorted by (session, query_id), each checked as its record (session_row)."""
+    """The rows, sorted by (session, query_id), each checked as its record (rollout_row)."""
     index = 0
     for session in sorted(sessions.shas):
         chunks = sessions.chunks(session)
         for q in sorted(queries, key=lambda q: q["id"]):
-            row = session_row(
+            row = rollout_row(
                 index,
                 project,
                 q,
@@ -188,7 +188,7 @@ def session_rows(
             index += 1
 
 
-def write_sessions(sink: str | IO[bytes], rows: Iterable[dict[str, Any]]) -> int:
+def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[dict[str, Any]]) -> int:
     """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time; how many."""
     writer = pq.ParquetWriter(
         sink,

@@ -13,7 +13,7 @@ paid once per turn. Measured here, for the demo's rows and for a long session
 - the other design, a referenced chunk file: the row with shas only plus the
   chunk file every rollout worker would read.
 
-    .venv/bin/python scripts/bench_session_row.py [--chunks 200] [--tokens 5000]
+    .venv/bin/python scripts/bench_rollout_row.py [--chunks 200] [--tokens 5000]
 
 The long session's texts are the demo's words in a seeded random order (about
 as compressible as prose), one chunk cut at --tokens tokens, each made distinct.
@@ -33,11 +33,16 @@ from typing import Any
 from grumem.config.settings import load_queries
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
-from grumem.core.session_row import ABILITY, WEIGHTS, session_row
+from grumem.core.rollout_row import ABILITY, WEIGHTS, session_row
 from grumem.core.template import Budget
-from grumem.corpus.sessions import RowSettings, SessionChunks, session_rows, write_sessions
+from grumem.corpus.rollout_rows import (
+    RowSettings,
+    SessionChunks,
+    rollout_rows,
+    write_rollout_rows,
+)
 from grumem.io.labels import load_labels
-from grumem.io.template_files import DEFAULT_TEMPLATE, load_template
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.session_row import without_chunk_texts
 
@@ -48,7 +53,7 @@ def demo_rows() -> list[dict[str, Any]]:
     settings = RowSettings(
         level="L1",
         budget=Budget(),
-        template_sha256=sha256_text(load_template(DEFAULT_TEMPLATE)),
+        template_sha256=sha256_text(load_template(GRU_MEM_TEMPLATE)),
         system=None,
         alpha=ALPHA,
         return_weights=WEIGHTS,
@@ -57,7 +62,7 @@ def demo_rows() -> list[dict[str, Any]]:
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    return list(session_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
+    return list(rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
 
 
 def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str, Any]:
@@ -89,7 +94,7 @@ def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str
 
 def parquet_bytes(rows: list[dict[str, Any]]) -> int:
     buffer = io.BytesIO()
-    write_sessions(buffer, rows)
+    write_rollout_rows(buffer, rows)
     return buffer.tell()
 
 

@@ -3,7 +3,7 @@ tests' demo rows are made by it, and grumem.verl's agent loop reads it back.
 
 Pure: the chunks come rendered (the text that fills `{chunk}`, with its sha), the
 labels as a function of (query_id, chunk_sha); the row is checked as its typed
-record (grumem.records.session_row) before it is returned.
+record (grumem.records.rollout_row) before it is returned.
 """
 
 from __future__ import annotations
@@ -12,22 +12,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from grumem.core.advantages import ALPHA, ReturnWeights
+from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
 from grumem.core.rewards import last_evidence_turn
 from grumem.core.template import Budget
-from grumem.errors import SessionRowError
-from grumem.records.session_row import AGENT_NAME, SessionRowRecord
+from grumem.errors import RolloutRowError
+from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
+from grumem.records.rollout_row import AGENT_NAME, RolloutRow
 
-__all__ = ["ABILITY", "AGENT_NAME", "EVIDENCE", "LABELS", "WEIGHTS", "session_row"]
+__all__ = ["ABILITY", "AGENT_NAME", "EVIDENCE", "LABELS", "rollout_row"]
 
 ABILITY = "memory_gating"
 LABELS = {True: "yes", False: "no"}  # turns.parquet's encoding of a label
 EVIDENCE = {"yes": True, "no": False}
-WEIGHTS = ReturnWeights()  # export.return_weights' defaults
 
 
-def session_row(
+def rollout_row(
     index: int,
     project: str,
     query: Mapping[str, str],
@@ -40,7 +40,7 @@ def session_row(
     template_sha256: str,
     system: str | None = None,
     alpha: float = ALPHA,
-    return_weights: ReturnWeights = WEIGHTS,
+    return_weights: ReturnWeights = EQUAL_WEIGHTS,
     data_source: str = "grumem",
     ability: str = ABILITY,
     split: str = "train",
@@ -51,13 +51,13 @@ def session_row(
     labels = []
     for t, (text, sha) in enumerate(chunks, start=1):
         if sha256_text(text) != sha:
-            raise SessionRowError(
+            raise RolloutRowError(
                 f"{project}/{query['id']}/{session}: chunk t={t} is given with chunk_sha"
                 f" {sha[:12]}…, not the sha256 of its text"
             )
         value = label(query["id"], sha)
         if value is None:
-            raise SessionRowError(
+            raise RolloutRowError(
                 f"{project}/{query['id']}/{session}: chunk t={t} ({sha[:12]}…) has no label;"
                 " label it before exporting sessions"
             )
@@ -82,8 +82,8 @@ def session_row(
             "budget": asdict(budget),
             "template_sha256": template_sha256,
             "alpha": alpha,
-            "return_weights": asdict(return_weights),
+            "return_weights": return_weights.to_dict(),
         },
     }
-    SessionRowRecord.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
+    RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
     return row

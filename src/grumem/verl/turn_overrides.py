@@ -31,7 +31,7 @@ def reward_function_path() -> Path:
     return Path(inspect.getfile(grumem.verl.reward)).resolve()
 
 
-def verl_overrides(
+def turn_overrides(
     corpus: str | Path,
     val_corpus: str | Path | None = None,
     max_prompt_length: int = MAX_PROMPT_LENGTH,
