@@ -30,6 +30,7 @@ from grumem.io.jsonl import open_input
 from grumem.transcripts.base import HEAD_BYTES, Head, NotThisFormat, Session, SessionStream
 from grumem.transcripts.formats import (
     aider,
+    amp,
     anthropic,
     claude_code,
     cline,
@@ -66,6 +67,7 @@ FORMATS: dict[str, Any] = {
         swe_agent,
         continue_dev,
         cline,
+        amp,
         anthropic,
         openai_chat,
         openhands,

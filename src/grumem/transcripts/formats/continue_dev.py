@@ -214,9 +214,9 @@ class _History:
     def _assistant(self, item: dict, message: dict, where: str, source: dict[str, Any]) -> None:
         parts: list[str] = []
         reasoning = item.get("reasoning")
-        if isinstance(reasoning, dict) and isinstance(reasoning.get("text"), str):
-            if (part := self._thinking_text(reasoning["text"])) is not None:
-                parts.append(part)
+        text = reasoning.get("text") if isinstance(reasoning, dict) else None
+        if isinstance(text, str) and (part := self._thinking_text(text)) is not None:
+            parts.append(part)
         parts.append(self._content(message, where))
         states = _states_of(item, where, self.path)
         calls = message.get("toolCalls")
