@@ -36,6 +36,7 @@ from grumem.transcripts.formats import (
     cline,
     codex_cli,
     continue_dev,
+    copilot_cli,
     gemini_cli,
     mini_swe_agent,
     openai_chat,
@@ -62,6 +63,7 @@ FORMATS: dict[str, Any] = {
     m.NAME: m
     for m in (
         claude_code,
+        copilot_cli,
         records,
         mini_swe_agent,
         swe_agent,
