@@ -36,6 +36,7 @@ from grumem.transcripts.formats import (
     cline,
     codex_cli,
     continue_dev,
+    copilot_chat,
     copilot_cli,
     gemini_cli,
     mini_swe_agent,
@@ -64,6 +65,7 @@ FORMATS: dict[str, Any] = {
     for m in (
         claude_code,
         copilot_cli,
+        copilot_chat,
         records,
         mini_swe_agent,
         swe_agent,
