@@ -31,7 +31,11 @@ from support.workflow import REPO, demo_project, files_under, snakemake, write_c
 T = FIXTURES_DIR / "transcripts"
 LONG = T / "anthropic" / "invoice-pager-offset.json"
 SHORT = T / "anthropic" / "docs-ci-warning.json"
-OTHERS = sorted(p for p in T.rglob("*") if p.is_file() and p.parent.name != "anthropic")
+OTHERS = sorted(
+    p
+    for p in T.rglob("*")
+    if p.is_file() and p.parent.name != "anthropic" and p.name != "SOURCES.md"
+)
 
 
 def session_of(path: Path, drop_thinking: bool = False):

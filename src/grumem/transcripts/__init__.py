@@ -7,9 +7,12 @@ row at a time). A format with options (the trajectory dataset's field
 names) lists them in `OPTIONS` and `read` takes them as keyword arguments.
 
 `--format auto` tries the built-ins in the order of FORMATS: line-based
-formats first (cheap: one line), then the whole-document ones,
-mini-swe-agent before the OpenAI messages it is a special case of, and
-Anthropic messages before OpenAI's where the two shapes overlap. Then it
+formats first (cheap: one line), then the whole-document ones: the
+documents of one tool that name themselves (Continue, Cline 4, Amp) before
+SWE-agent's (any object with a `history`) and Anthropic's and OpenAI's
+messages (any object with `messages`), mini-swe-agent before the OpenAI
+messages it is a special case of, and Anthropic messages before OpenAI's
+where the two shapes overlap. Then it
 tries the formats other packages register under the entry point group
 `grumem.transcript_formats` (PLUGIN_GROUP): an entry point names a module
 (or any object) with the same NAME, detect and read.
@@ -67,11 +70,11 @@ FORMATS: dict[str, Any] = {
         copilot_cli,
         copilot_chat,
         records,
-        mini_swe_agent,
-        swe_agent,
         continue_dev,
         cline,
         amp,
+        mini_swe_agent,
+        swe_agent,
         anthropic,
         openai_chat,
         openhands,

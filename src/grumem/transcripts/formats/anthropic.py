@@ -80,6 +80,8 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     messages, _ = _messages_of(head.document)
     if not messages:
         return NotThisFormat(is_not("the file", head.document, "a list of messages"))
+    if isinstance(head.document, dict) and "sessionId" in head.document:
+        return NotThisFormat("the object names a sessionId: a session file of its own tool")
     anthropic_only = False
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ROLES:
@@ -93,6 +95,8 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
             kind = b.get("type") if isinstance(b, dict) else None
             if kind not in BLOCKS:
                 return NotThisFormat(f"message [{i}] has a block {kind!r} Anthropic does not")
+            if kind == "tool_result" and "tool_use_id" not in b:
+                return NotThisFormat(f"message [{i}] has a tool_result without tool_use_id")
             anthropic_only |= kind in ONLY_ANTHROPIC or (kind == "image" and "source" in b)
     if not anthropic_only:
         return NotThisFormat("no tool_use, tool_result, thinking or image block (plain chat)")
