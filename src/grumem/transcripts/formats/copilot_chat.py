@@ -180,12 +180,12 @@ def _request(
         session.records.append(record("user", text, source))
     else:
         session.skipped["empty request"] += 1
-    result = request.get("result") if isinstance(request.get("result"), dict) else {}
+    result = request["result"] if isinstance(request.get("result"), dict) else {}
     answer = {k: v for k, v in source.items() if k != "timestamp"}
     details = result.get("errorDetails")
     if isinstance(details, dict) and isinstance(details.get("message"), str):
         answer["error"] = details["message"]
-    metadata = result.get("metadata") if isinstance(result.get("metadata"), dict) else {}
+    metadata = result["metadata"] if isinstance(result.get("metadata"), dict) else {}
     rounds = metadata.get("toolCallRounds")
     if isinstance(rounds, list) and rounds:
         results = metadata.get("toolCallResults") or {}
