@@ -48,3 +48,42 @@ ALL = [CLAUDE, MINI, MINI2, SWE, SWE0, SWE_STEPS, OPENAI, OPENAI_OBJ, RECORDS]
 def sessions_of(path: Path, fmt: str = "auto", drop_thinking: bool = False) -> dict:
     _, sessions = read_transcript(path, fmt, drop_thinking)
     return {s.id: s for s in sessions}
+
+
+def chunk_with_cli(tmp_path: Path, fmt: str, *files: Path) -> tuple[str, list[Path]]:
+    """`grumem chunk --format <fmt>` run as a user runs it: its stderr and the chunk
+    files it wrote."""
+    import subprocess
+    import sys
+
+    out = tmp_path / f"chunks-{fmt}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grumem", "chunk", "--format", fmt, "--out", str(out)]
+        + [str(f) for f in files],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stderr, sorted(out.glob("*.jsonl"))
+
+
+def assert_results_follow_calls(session) -> None:
+    """Every tool result answers a call made earlier in its session."""
+    called: dict[str, int] = {}
+    for i, r in enumerate(session.records):
+        for key in ("tool_call_ids", "tool_use_ids"):
+            for cid in r["source"].get(key, []):
+                called[cid] = i
+        if r["role"] == "tool_result":
+            cid = r["source"].get("tool_call_id", r["source"].get("tool_use_id"))
+            assert cid in called and called[cid] < i, f"{cid} answered before it was called"
+
+
+def fixture_transcripts(*but: str) -> list[Path]:
+    """Every transcript under fixtures/transcripts/ (their SOURCES.md notes left out), but
+    those in the folders named."""
+    return sorted(
+        p
+        for p in T.rglob("*")
+        if p.is_file() and p.name != "SOURCES.md" and p.parent.name not in but
+    )

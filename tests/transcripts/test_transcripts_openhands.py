@@ -22,14 +22,13 @@ from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import openhands
 from support.checkout import FIXTURES_DIR
+from support.transcripts import fixture_transcripts
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
 LONG = T / "openhands" / "ledgerkit-issue-212.json"
 SHORT = T / "openhands" / "sales-plot.json"
-OTHERS = sorted(
-    p for p in T.rglob("*") if p.is_file() and p.parent.name not in ("openhands", "codex-cli")
-)
+OTHERS = fixture_transcripts("openhands", "codex-cli")
 
 
 def session_of(path: Path, drop_thinking: bool = False):
@@ -401,7 +400,7 @@ def test_auto_on_a_folder_mixing_all_formats(tmp_path: Path) -> None:
     """Every sample under fixtures/transcripts/<format>/, copied into one folder, chunks
     as <format> in one `--format auto` run: a new detector that steals another format's
     file fails here, and so does a format without a sample."""
-    samples = sorted(p for p in T.rglob("*") if p.is_file())
+    samples = fixture_transcripts()
     assert {p.parent.name for p in samples} == set(FORMATS)  # all of them, 11 today
     mixed = tmp_path / "mixed"
     mixed.mkdir()

@@ -7,9 +7,12 @@ row at a time). A format with options (the trajectory dataset's field
 names) lists them in `OPTIONS` and `read` takes them as keyword arguments.
 
 `--format auto` tries the built-ins in the order of FORMATS: line-based
-formats first (cheap: one line), then the whole-document ones,
-mini-swe-agent before the OpenAI messages it is a special case of, and
-Anthropic messages before OpenAI's where the two shapes overlap. Then it
+formats first (cheap: one line), then the whole-document ones: the
+documents of one tool that name themselves (Continue, Cline 4, Amp) before
+SWE-agent's (any object with a `history`) and Anthropic's and OpenAI's
+messages (any object with `messages`), mini-swe-agent before the OpenAI
+messages it is a special case of, and Anthropic messages before OpenAI's
+where the two shapes overlap. Then it
 tries the formats other packages register under the entry point group
 `grumem.transcript_formats` (PLUGIN_GROUP): an entry point names a module
 (or any object) with the same NAME, detect and read.
@@ -30,9 +33,14 @@ from grumem.io.jsonl import open_input
 from grumem.transcripts.base import HEAD_BYTES, Head, NotThisFormat, Session, SessionStream
 from grumem.transcripts.formats import (
     aider,
+    amp,
     anthropic,
     claude_code,
+    cline,
     codex_cli,
+    continue_dev,
+    copilot_chat,
+    copilot_cli,
     gemini_cli,
     grumem_records,
     mini_swe_agent,
@@ -59,7 +67,12 @@ FORMATS: dict[str, Any] = {
     m.NAME: m
     for m in (
         claude_code,
+        copilot_cli,
+        copilot_chat,
         grumem_records,
+        continue_dev,
+        cline,
+        amp,
         mini_swe_agent,
         swe_agent,
         anthropic,

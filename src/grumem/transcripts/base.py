@@ -101,6 +101,15 @@ def record(role: str, text: str, source: dict[str, Any]) -> dict:
     return {"role": role, "text": text, "source": source}
 
 
+def keep_session_info(session: Session, info: dict[str, Any]) -> None:
+    """What a transcript says of the whole session (title, start and end, model,
+    workspace) goes into its first record's source under `session`, the values it
+    has only: records are the one place a chunk keeps where it came from."""
+    kept = {k: v for k, v in info.items() if v is not None and v != ""}
+    if kept and session.records:
+        session.records[0]["source"] = {**session.records[0]["source"], "session": kept}
+
+
 def tool_call_text(name: str, arguments: Any) -> str:
     """A tool call as the memory agent reads it: the tool's name, then its input as compact JSON."""
     return f"Tool call {name}: {dumps(arguments)}"

@@ -36,6 +36,8 @@ Decisions:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,8 @@ BLOCKS = frozenset(
     {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
 )
 ONLY_ANTHROPIC = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+# media-like blocks, each one line: Anthropic's image and document, Cline 4's file and media
+MEDIA_BLOCKS = frozenset({"image", "document", "file", "media"})
 
 
 def _messages_of(doc: Any) -> tuple[list | None, str]:
@@ -76,6 +80,8 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     messages, _ = _messages_of(head.document)
     if not messages:
         return NotThisFormat(is_not("the file", head.document, "a list of messages"))
+    if isinstance(head.document, dict) and "sessionId" in head.document:
+        return NotThisFormat("the object names a sessionId: a session file of its own tool")
     anthropic_only = False
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ROLES:
@@ -89,6 +95,8 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
             kind = b.get("type") if isinstance(b, dict) else None
             if kind not in BLOCKS:
                 return NotThisFormat(f"message [{i}] has a block {kind!r} Anthropic does not")
+            if kind == "tool_result" and "tool_use_id" not in b:
+                return NotThisFormat(f"message [{i}] has a tool_result without tool_use_id")
             anthropic_only |= kind in ONLY_ANTHROPIC or (kind == "image" and "source" in b)
     if not anthropic_only:
         return NotThisFormat("no tool_use, tool_result, thinking or image block (plain chat)")
@@ -108,7 +116,26 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     if messages is None:
         raise RecordError(path, None, None, "expected a JSON array of {role, content} messages")
     session = Session(session_id(path))
+    convert_messages(
+        messages, prefix, path, lambda i, _: {"file": path, "index": i}, drop_thinking, session
+    )
+    return [session]
+
+
+def convert_messages(
+    messages: list,
+    prefix: str,
+    path: str,
+    source_of: Callable[[int, dict], dict[str, Any]],
+    drop_thinking: bool,
+    session: Session,
+    blocks: frozenset[str] = BLOCKS,
+) -> None:
+    """Append the records of Anthropic-shaped messages to `session`; `source_of(i,
+    message)` is each message's source, `blocks` the content block types allowed
+    (the Cline 4 reader adds its `file` and `media` blocks)."""
     tool_names: dict[str, str] = {}
+    kinds = _Blocks(path, blocks)
     for i, msg in enumerate(messages):
         where = f"{prefix}[{i}]"
         if not isinstance(msg, dict):
@@ -119,39 +146,47 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
                 path, None, f"{where}.role", f"unknown role {role!r}; expected user or assistant"
             )
         content = require(msg, "content", (str, list), path, None, f"{where}.")
-        src = {"file": path, "index": i}
+        src = source_of(i, msg)
         before = (len(session.records), sum(session.skipped.values()))
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        items = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if role == "assistant":
-            _assistant(blocks, f"{where}.content", path, src, drop_thinking, session, tool_names)
+            _assistant(items, f"{where}.content", kinds, src, drop_thinking, session, tool_names)
         else:
-            _user(blocks, f"{where}.content", path, src, session, tool_names)
+            _user(items, f"{where}.content", kinds, src, session, tool_names)
         if (len(session.records), sum(session.skipped.values())) == before:
             session.skipped[f"empty {role} message"] += 1
-    return [session]
 
 
-def _block_type(block: Any, where: str, path: str) -> str:
-    kind = require(block, "type", str, path, None, f"{where}.")
-    if kind not in BLOCKS:
-        raise RecordError(path, None, f"{where}.type", f"unknown content block {kind!r}")
+@dataclass(frozen=True)
+class _Blocks:
+    """The file being read and the block types its messages may hold."""
+
+    path: str
+    allowed: frozenset[str]
+
+
+def _block_type(block: Any, where: str, kinds: _Blocks) -> str:
+    kind = require(block, "type", str, kinds.path, None, f"{where}.")
+    if kind not in kinds.allowed:
+        raise RecordError(kinds.path, None, f"{where}.type", f"unknown content block {kind!r}")
     return kind
 
 
 def _assistant(
     blocks: list,
     where: str,
-    path: str,
+    kinds: _Blocks,
     src: dict[str, Any],
     drop_thinking: bool,
     session: Session,
     tool_names: dict[str, str],
 ) -> None:
+    path = kinds.path
     parts: list[str] = []
     ids: list[str] = []
     for j, block in enumerate(blocks):
         bwhere = f"{where}[{j}]"
-        kind = _block_type(block, bwhere, path)
+        kind = _block_type(block, bwhere, kinds)
         if kind == "text":
             text = require(block, "text", str, path, None, f"{bwhere}.")
             if text:
@@ -168,7 +203,7 @@ def _assistant(
             tool_names[call_id] = name
             ids.append(call_id)
             parts.append(tool_call_text(name, block.get("input", {})))
-        elif kind in ("image", "document"):
+        elif kind in MEDIA_BLOCKS:
             parts.append(media_placeholder(block, path, None, f"{bwhere}."))
         else:
             raise RecordError(
@@ -183,11 +218,12 @@ def _assistant(
 def _user(
     blocks: list,
     where: str,
-    path: str,
+    kinds: _Blocks,
     src: dict[str, Any],
     session: Session,
     tool_names: dict[str, str],
 ) -> None:
+    path = kinds.path
     pending: list[str] = []
 
     def flush() -> None:
@@ -197,12 +233,12 @@ def _user(
 
     for j, block in enumerate(blocks):
         bwhere = f"{where}[{j}]"
-        kind = _block_type(block, bwhere, path)
+        kind = _block_type(block, bwhere, kinds)
         if kind == "text":
             text = require(block, "text", str, path, None, f"{bwhere}.")
             if text:
                 pending.append(text)
-        elif kind in ("image", "document"):
+        elif kind in MEDIA_BLOCKS:
             pending.append(media_placeholder(block, path, None, f"{bwhere}."))
         elif kind == "tool_result":
             flush()
@@ -241,7 +277,7 @@ def tool_result_text(block: dict, path: str, line: int | None, where: str) -> st
         kind = require(part, "type", str, path, line, pwhere)
         if kind == "text":
             pieces.append(require(part, "text", str, path, line, pwhere))
-        elif kind in ("image", "document"):
+        elif kind in MEDIA_BLOCKS:
             pieces.append(media_placeholder(part, path, line, pwhere))
         else:
             raise RecordError(path, line, f"{pwhere}type", f"unknown content block {kind!r}")
@@ -252,6 +288,15 @@ def media_placeholder(block: dict, path: str, line: int | None, where: str) -> s
     """An image or document block as one line (a base64 blob is never rendered; a URL is
     kept); a plain-text document is its text. `where` ends with a dot."""
     kind = block["type"]
+    if kind == "file":  # Cline 4: a file the user attached, with its text
+        name = require(block, "path", str, path, line, where)
+        return f"[file: {name}]\n{require(block, 'content', str, path, line, where)}"
+    if kind == "media":  # Cline 4: media a tool generated
+        media = require(block, "media", dict, path, line, where)
+        return f"[media: {media.get('mimeType', media.get('type', 'unknown'))}]"
+    if kind == "image" and "source" not in block and "data" in block:  # Cline 4: inline
+        data = require(block, "data", str, path, line, where)
+        return blob_placeholder(kind, str(block.get("mediaType", "unknown")), data)
     src = require(block, "source", dict, path, line, where)
     if src.get("type") == "base64":
         data = require(src, "data", str, path, line, f"{where}source.")
