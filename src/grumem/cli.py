@@ -370,6 +370,30 @@ def add_report_viewer(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.stages.report_viewer:main")
 
 
+def add_evaluate_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate-compare", help="compare policies from turn logs that exist (sends nothing)"
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="NAME=LOG_JSONL",
+        help="a policy's name and its log.jsonl (read only); repeat to compare policies",
+    )
+    p.add_argument("--labels", required=True, help="labels.jsonl: every chunk of every session")
+    p.add_argument(
+        "--chunks",
+        nargs="+",
+        required=True,
+        help="the sessions' chunk files, directories or manifests: chunks read against these",
+    )
+    p.add_argument("--out-json", required=True, help="compare.json")
+    p.add_argument("--out-md", required=True, help="compare.md, the side-by-side tables")
+    p.add_argument("--plots-dir", default=None, help="writes the comparison's SVG plots there")
+    p.set_defaults(handler="grumem.stages.evaluate_compare:main")
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_prompt,
     add_prompts,
@@ -390,6 +414,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_calibrate_serve,
     add_report_plots,
     add_report_viewer,
+    add_evaluate_compare,
 ]
 
 
