@@ -68,6 +68,9 @@ from grumem.core.recording import body_json, response_bytes
 from grumem.core.rewards import (
     EXIT_ABORTED,
     EXIT_NO_GATE,
+    R_EXIT_EARLY,
+    R_EXIT_LATE,
+    R_EXIT_ON_TIME,
     exit_decision,
     last_evidence_turn,
     r_exit,
@@ -175,20 +178,7 @@ def trajectory_outcome(
     aborted = lines[-1].status == "aborted"
     t_exit, reason = exit_decision([(line.t, line.exit_gate) for line in answered], aborted)
     t_last = last_evidence_turn((t, label(sha)) for t, sha in enumerate(session_chunks, start=1))
-    exit_kind: ExitKind
-    if t_exit is None:
-        exit_kind = "no_decision"
-    else:
-        value = r_exit(t_exit, t_last)
-        exit_kind = (
-            "no_evidence"
-            if value is None
-            else "on_time"
-            if t_exit == t_last
-            else "early"
-            if t_last is not None and t_exit < t_last
-            else "late"
-        )
+    exit_kind = _exit_kind(t_exit, t_last)
     asks = [ask for line in answered for ask in _asks(line)]
     usage = [_usage(ask.response) for ask in asks]
     known = all(u is not None for u in usage)
@@ -226,6 +216,23 @@ def trajectory_outcome(
             0 if line.memory_after is None else count_tokens(line.memory_after) for line in answered
         ),
     )
+
+
+# an exit by the r_exit the corpus gives it
+EXIT_BY_REWARD: dict[float, ExitKind] = {
+    R_EXIT_ON_TIME: "on_time",
+    R_EXIT_EARLY: "early",
+    R_EXIT_LATE: "late",
+}
+
+
+def _exit_kind(t_exit: int | None, t_last_evidence: int | None) -> ExitKind:
+    """The exit as the corpus scores it: no decision recorded, r_exit null for want of
+    evidence, or r_exit's value."""
+    if t_exit is None:
+        return "no_decision"
+    value = r_exit(t_exit, t_last_evidence)
+    return "no_evidence" if value is None else EXIT_BY_REWARD[value]
 
 
 @dataclass(frozen=True)
