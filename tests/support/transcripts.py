@@ -44,6 +44,26 @@ RECORDS = T / "records" / "pairing-notes.jsonl"
 
 ALL = [CLAUDE, MINI, MINI2, SWE, SWE0, SWE_STEPS, OPENAI, OPENAI_OBJ, RECORDS]
 
+# Files under fixtures/transcripts/ that are part of a store but no transcript of
+# their own: each folder's SOURCES.md, the messages and parts an OpenCode session
+# file names (read through it).
+SIDE_FILES = ("*/SOURCES.md", "opencode/storage/message/*/*", "opencode/storage/part/*/*")
+
+
+def transcript_samples() -> list[tuple[Path, str]]:
+    """Every transcript under fixtures/transcripts/ with its format (its folder there)."""
+    samples = []
+    for p in sorted(T.rglob("*")):
+        rel = p.relative_to(T)
+        if p.is_file() and not any(rel.match(side) for side in SIDE_FILES):
+            samples.append((p, rel.parts[0]))
+    return samples
+
+
+def other_samples(fmt: str) -> list[Path]:
+    """The transcripts of every format but `fmt`."""
+    return [p for p, f in transcript_samples() if f != fmt]
+
 
 def sessions_of(path: Path, fmt: str = "auto", drop_thinking: bool = False) -> dict:
     _, sessions = read_transcript(path, fmt, drop_thinking)

@@ -26,12 +26,13 @@ from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import anthropic
 from support.checkout import FIXTURES_DIR
+from support.transcripts import other_samples
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
 LONG = T / "anthropic" / "invoice-pager-offset.json"
 SHORT = T / "anthropic" / "docs-ci-warning.json"
-OTHERS = sorted(p for p in T.rglob("*") if p.is_file() and p.parent.name != "anthropic")
+OTHERS = other_samples("anthropic")
 
 
 def session_of(path: Path, drop_thinking: bool = False):

@@ -26,13 +26,14 @@ from grumem.transcripts import SessionStream, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import trajectory_dataset
 from support.checkout import FIXTURES_DIR
+from support.transcripts import other_samples
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
 D = T / "trajectory-dataset"
 PARQUET = D / "swe-agent-trajectories.parquet"
 JSONL = D / "openhands-sft.jsonl"
-OTHERS = sorted(p for p in T.rglob("*") if p.is_file() and p.parent.name != D.name)
+OTHERS = other_samples(D.name)
 
 
 def sessions_of(path: Path, **options):

@@ -9,7 +9,9 @@ names) lists them in `OPTIONS` and `read` takes them as keyword arguments.
 `--format auto` tries the built-ins in the order of FORMATS: line-based
 formats first (cheap: one line), then the whole-document ones,
 mini-swe-agent before the OpenAI messages it is a special case of, and
-Anthropic messages before OpenAI's where the two shapes overlap. Then it
+Anthropic messages before OpenAI's where the two shapes overlap, then the
+SQLite stores (one header check refuses any other file) and Goose's JSONL,
+each told apart by its tables or first line. Then it
 tries the formats other packages register under the entry point group
 `grumem.transcript_formats` (PLUGIN_GROUP): an entry point names a module
 (or any object) with the same NAME, detect and read.
@@ -33,13 +35,18 @@ from grumem.transcripts.formats import (
     anthropic,
     claude_code,
     codex_cli,
+    cursor,
     gemini_cli,
+    goose,
+    kilo,
     mini_swe_agent,
     openai_chat,
+    opencode,
     openhands,
     records,
     swe_agent,
     trajectory_dataset,
+    zed,
 )
 
 __all__ = [
@@ -68,6 +75,11 @@ FORMATS: dict[str, Any] = {
         codex_cli,
         aider,
         gemini_cli,
+        goose,
+        cursor,
+        opencode,
+        kilo,
+        zed,
         trajectory_dataset,
     )
 }
