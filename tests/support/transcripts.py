@@ -68,3 +68,19 @@ def other_samples(fmt: str) -> list[Path]:
 def sessions_of(path: Path, fmt: str = "auto", drop_thinking: bool = False) -> dict:
     _, sessions = read_transcript(path, fmt, drop_thinking)
     return {s.id: s for s in sessions}
+
+
+def chunk_cli(out: Path, files: list[Path], fmt: str = "auto") -> str:
+    """`grumem chunk --format <fmt> --out <out> <files>` as a user runs it; its stderr
+    (one line per file: `<file>: <format>, <n> session(s)`, then the statistics)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "grumem", "chunk", "--format", fmt, "--out", str(out)]
+        + [str(f) for f in files],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
