@@ -139,3 +139,41 @@ def test_a_path_with_uri_characters_is_opened(tmp_path: Path) -> None:
     odd.parent.mkdir()
     make_db(odd).close()
     assert store.read_snapshot(odd, rows) == [(1, "one")]
+
+
+def test_a_store_in_a_project_chunks_every_session_then_prompts(
+    tmp_path: Path, fake_server
+) -> None:
+    """The workflow's chunk rule on SQLite stores: each database is one unit whose
+    sessions all become chunk files, and their text reaches the prompts."""
+    from support.checkout import FIXTURES_DIR
+    from support.workflow import REPO, demo_project, files_under, snakemake, write_config
+
+    server = fake_server(REPO / "fixtures" / "fake" / "demo.yaml")
+    zed = FIXTURES_DIR / "transcripts" / "zed"
+    project = demo_project(transcripts={"glob": str(zed / "*" / "threads.db")})
+    del project["chunks"]
+    write_config(tmp_path, server.base_url, projects={"z": project}, shard_rule="sorted")
+    snakemake(tmp_path, "results/z/prompts/s000.jsonl")
+    chunk_files = [
+        p.name for p in files_under(tmp_path / "results/z/chunks") if p.suffix == ".jsonl"
+    ]
+    assert sorted(chunk_files) == sorted(
+        f"{t}.jsonl"
+        for t in (
+            "c9e3a5b7-2d4f-4b8c-a0e1-3c4d5e6f7a81",
+            "d0f4b6c8-3e5a-4c9d-b1f2-4d5e6f7a8b92",
+        )
+    )
+    prompts = (tmp_path / "results/z/prompts/s000.jsonl").read_text(encoding="utf-8")
+    assert "Add GET /healthz returning 200" in prompts
+
+
+PLACEHOLDERS = ("~/", "{XDG_DATA_HOME}/", "{XDG_CONFIG_HOME}/", "{APP_SUPPORT}/", "${")
+
+
+@pytest.mark.parametrize("name", ["cursor", "opencode", "kilo", "goose", "zed"])
+def test_locations_use_the_discovery_placeholders(name: str) -> None:
+    locations = FORMATS[name].LOCATIONS
+    assert locations and all(isinstance(g, str) for g in locations)
+    assert all(g.startswith(PLACEHOLDERS) for g in locations), locations

@@ -123,3 +123,9 @@ def test_chunk_cli_auto(tmp_path: Path) -> None:
     err = chunk_cli(tmp_path / "out", [CURRENT, LEGACY])
     assert f"{CURRENT}: zed, 2 session(s)" in err and f"{LEGACY}: zed, 2 session(s)" in err
     assert (tmp_path / "out" / f"{MAIN}.jsonl").is_file()
+
+
+def test_a_frame_expanding_past_the_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zed, "MAX_THREAD_BYTES", 100)
+    with pytest.raises(RecordError, match="decompresses past"):
+        read_transcript(CURRENT, "zed")

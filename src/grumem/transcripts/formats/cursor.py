@@ -81,9 +81,13 @@ from grumem.transcripts.base import (
 )
 
 NAME = "cursor"
+# Cursor's own user directory (Electron's: $XDG_CONFIG_HOME on Linux), not VS Code's:
+# VS Code's state.vscdb holds no Cursor chat
 LOCATIONS = (
-    "{VSCODE_USER}/globalStorage/state.vscdb",
-    "{VSCODE_USER}/workspaceStorage/*/state.vscdb",
+    "{XDG_CONFIG_HOME}/Cursor/User/globalStorage/state.vscdb",
+    "{XDG_CONFIG_HOME}/Cursor/User/workspaceStorage/*/state.vscdb",
+    "{APP_SUPPORT}/Cursor/User/globalStorage/state.vscdb",
+    "{APP_SUPPORT}/Cursor/User/workspaceStorage/*/state.vscdb",
     "~/.cursor/chats/*/*/store.db",
 )
 CHATDATA = "workbench.panel.aichat.view.aichat.chatdata"

@@ -35,6 +35,7 @@ the model (`provider/model`).
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 from typing import Any
@@ -94,12 +95,7 @@ def _thread(path: str, row: dict[str, Any], drop_thinking: bool) -> Session:
     if isinstance(data, str):
         data = data.encode("utf-8")
     if row["data_type"] == "zstd":
-        try:
-            data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
-        except zstandard.ZstdError as e:
-            raise RecordError(path, None, where, f"not a zstd frame: {e}") from None
-        if len(data) > MAX_THREAD_BYTES:
-            raise RecordError(path, None, where, "decompresses past 1 GiB: not a thread")
+        data = _decompressed(data, path, where)
     elif row["data_type"] != "json":
         raise RecordError(path, None, f"threads[{tid}].data_type", f"unknown {row['data_type']!r}")
     doc = sqlite.json_value(path, where, data)
@@ -126,6 +122,23 @@ def _thread(path: str, row: dict[str, Any], drop_thinking: bool) -> Session:
             raise RecordError(path, None, mwhere, "neither a User, Agent nor Resume message")
     _info(session, row, doc)
     return session
+
+
+def _decompressed(data: bytes, path: str, where: str) -> bytes:
+    """A zstd frame's content, read in steps so a frame that would expand past
+    MAX_THREAD_BYTES is refused before it is held."""
+    parts: list[bytes] = []
+    size = 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+            while block := reader.read(1 << 20):
+                size += len(block)
+                if size > MAX_THREAD_BYTES:
+                    raise RecordError(path, None, where, "decompresses past 1 GiB: not a thread")
+                parts.append(block)
+    except zstandard.ZstdError as e:
+        raise RecordError(path, None, where, f"not a zstd frame: {e}") from None
+    return b"".join(parts)
 
 
 def _info(session: Session, row: dict[str, Any], doc: dict) -> None:
