@@ -238,6 +238,20 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
         default=5000,
         help="section budget: max cl100k tokens of a rendered chunk (>= 50)",
     )
+    p.add_argument(
+        "--redact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replace secrets (API keys, tokens, private keys, passwords) in the records by"
+        " [REDACTED:<kind>:<hash>] before chunking (default: on)",
+    )
+    p.add_argument(
+        "--detector",
+        default=None,
+        metavar="LABEL",
+        help="the secret detector expected (the chunk rule passes the one the workflow was"
+        " planned with): another installed detector is an error, not other chunks",
+    )
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--out", help="directory for <session>.jsonl chunk files")
     out.add_argument(
