@@ -161,3 +161,14 @@ def test_placeholders_are_the_same_in_another_process() -> None:
 @pytest.mark.parametrize("case", [c for c in CASES if not c["secrets"]], ids=lambda c: c["id"])
 def test_a_look_alike_is_left_as_it_is(case: dict) -> None:
     assert REDACTOR.text(case["text"]) == (case["text"], {})
+
+
+def test_the_readmes_examples_are_what_redaction_writes() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Secrets stay out") :]
+    start = section.index("```text\n") + 8
+    block = section[start : section.index("\n```", start)]
+    examples = [line.split("  ->  ") for line in block.splitlines()]
+    assert len(examples) == 2
+    for before, after in examples:
+        assert REDACTOR.text(before.strip())[0] == after.strip()
