@@ -266,6 +266,28 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.stages.chunk:main")
 
 
+def add_discover(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "discover", help="find the agent logs on this machine; --write a config for them"
+    )
+    p.add_argument(
+        "--home",
+        default=None,
+        metavar="DIR",
+        help="look under DIR as the home directory, without the environment's overrides"
+        " (XDG_*, a tool's own variable); default: your home, with them",
+    )
+    p.add_argument(
+        "--write",
+        default=None,
+        metavar="FILE",
+        help="write a config with one project per place found (and beside it a starter"
+        " queries.yaml and empty calibration files, when absent)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --write FILE")
+    p.set_defaults(handler="grumem.tools.discover:main")
+
+
 def add_serve_local(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve-local", help="run the embedded llama.cpp model server until Ctrl-C")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
@@ -395,6 +417,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_export,
     add_verl_config,
     add_chunk,
+    add_discover,
     add_serve_local,
     add_judge,
     add_labels,
