@@ -288,6 +288,13 @@ def add_discover(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.tools.discover:main")
 
 
+def add_redact(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("redact", help="copy chunk files into --out with their secrets redacted")
+    p.add_argument("--out", required=True, help="the directory of the redacted copies")
+    p.add_argument("files", nargs="+", metavar="FILE", help="chunk files (JSON Lines)")
+    p.set_defaults(handler="grumem.tools.redact:main")
+
+
 def add_serve_local(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve-local", help="run the embedded llama.cpp model server until Ctrl-C")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
@@ -418,6 +425,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_verl_config,
     add_chunk,
     add_discover,
+    add_redact,
     add_serve_local,
     add_judge,
     add_labels,
