@@ -172,3 +172,21 @@ def test_the_readmes_examples_are_what_redaction_writes() -> None:
     assert len(examples) == 2
     for before, after in examples:
         assert REDACTOR.text(before.strip())[0] == after.strip()
+
+
+def test_a_long_text_is_scanned_in_windows_that_miss_nothing() -> None:
+    from grumem.transcripts.redact import windows
+
+    assert windows("", 10, 4) == [] and windows("abc", 10, 4) == [(0, 3)]
+    text = "".join(f"line {i:04d} of a long tool output\n" for i in range(400))
+    spans = windows(text, 1000, 200)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    for (_, b), (c, _) in zip(spans, spans[1:], strict=False):
+        assert b - 200 <= c < b and text[b - 1] == "\n" and text[c - 1] == "\n"  # overlap, lines
+    # a secret at every place relative to the windows' edges is found once, whole
+    key = "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"
+    small = Redactor(window=1000, overlap=200)
+    for at in range(0, len(text), 97):
+        planted = text[:at] + f" {key} " + text[at:]
+        found = [f for f in small.findings(planted) if f.kind == "github-token"]
+        assert [planted[f.start : f.end] for f in found] == [key], at

@@ -67,22 +67,35 @@ def detector_label() -> str:
 class Redactor:
     """Redacts the text of transcript records; one per process (its rules compiled once)."""
 
-    def __init__(self) -> None:
-        self._scanner = _scanner()
+    def __init__(self, window: int = 0, overlap: int = 0) -> None:
+        # the rules (~50 MB) are loaded at the first scan, not here: a chunk job then
+        # holds them after its first transcript is parsed, not beside the parse
+        # (a 40 MB transcript's peak: 190 MB, not 269)
+        self.window = window or WINDOW
+        self.overlap = overlap or OVERLAP
 
     def findings(self, text: str) -> list[Finding]:
-        """The library's findings in `text`, as character spans."""
-        if not text:
-            return []
+        """The library's findings in `text`, as character spans, in order. A long text
+        is scanned a window at a time (`window` characters cut at a line's end, each
+        beginning `overlap` before the last one ended), so that a 40 MB tool output
+        costs a window's copy, not the text's."""
+        found: set[Finding] = set()
+        for start, end in windows(text, self.window, self.overlap):
+            found.update(self._window(text[start:end], start))
+        return sorted(found)
+
+    def _window(self, text: str, offset: int) -> list[Finding]:
         data = text.encode("utf-8", "surrogatepass")
         found = []
-        for f in self._scanner.scan(data):
+        for f in _scanner().scan(data):
             if not f.visible and _IDENTIFIER_RULE.search(f.rule_id):
                 continue
             if not f.is_base64_encoded and not is_value(f.secret):
                 continue
-            start, end = f.location["start_offset"], f.location["end_offset"]
-            found.append(Finding(*_char_span(text, data, start, end), kind_of_rule(f.rule_id)))
+            start, end = _char_span(
+                text, data, f.location["start_offset"], f.location["end_offset"]
+            )
+            found.append(Finding(offset + start, offset + end, kind_of_rule(f.rule_id)))
         return found
 
     def text(self, text: str) -> tuple[str, Counter[str]]:
@@ -116,6 +129,34 @@ class Redactor:
             out.append(redacted)
             total += found
         return out, total
+
+
+# A window is scanned whole; a secret longer than OVERLAP (a private key is a few
+# KB) could be cut at a window's end and missed.
+WINDOW = 1 << 20
+OVERLAP = 1 << 16
+
+
+def windows(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    """(start, end) of the windows covering `text`: at most `size` characters each,
+    ending after a newline where one is in the window's last half, each starting
+    `overlap` characters (at a line's start, where there is one) before the last
+    one ended. A text of at most `size` characters is one window."""
+    if len(text) <= size:
+        return [(0, len(text))] if text else []
+    spans = []
+    start = 0
+    while True:
+        end = min(start + size, len(text))
+        if end < len(text):
+            cut = text.rfind("\n", start + size // 2, end)
+            end = cut + 1 if cut != -1 else end
+        spans.append((start, end))
+        if end == len(text):
+            return spans
+        back = max(end - overlap, start + 1)
+        line = text.find("\n", back, end)
+        start = line + 1 if line != -1 and line + 1 < end else back
 
 
 def _char_span(text: str, data: bytes, start: int, end: int) -> tuple[int, int]:
