@@ -240,6 +240,20 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
         default=5000,
         help="section budget: max cl100k tokens of a rendered chunk (>= 50)",
     )
+    p.add_argument(
+        "--redact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replace secrets (API keys, tokens, private keys, passwords) in the records by"
+        " [REDACTED:<kind>:<hash>] before chunking (default: on)",
+    )
+    p.add_argument(
+        "--detector",
+        default=None,
+        metavar="LABEL",
+        help="the secret detector expected (the chunk rule passes the one the workflow was"
+        " planned with): another installed detector is an error, not other chunks",
+    )
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--out", help="directory for <session>.jsonl chunk files")
     out.add_argument(
@@ -252,6 +266,35 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
     p.set_defaults(handler="grumem.stages.chunk:main")
+
+
+def add_discover(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "discover", help="find the agent logs on this machine; --write a config for them"
+    )
+    p.add_argument(
+        "--home",
+        default=None,
+        metavar="DIR",
+        help="look under DIR as the home directory, without the environment's overrides"
+        " (XDG_*, a tool's own variable); default: your home, with them",
+    )
+    p.add_argument(
+        "--write",
+        default=None,
+        metavar="FILE",
+        help="write a config with one project per place found (and beside it a starter"
+        " queries.yaml and empty calibration files, when absent)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --write FILE")
+    p.set_defaults(handler="grumem.tools.discover:main")
+
+
+def add_redact(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("redact", help="copy chunk files into --out with their secrets redacted")
+    p.add_argument("--out", required=True, help="the directory of the redacted copies")
+    p.add_argument("files", nargs="+", metavar="FILE", help="chunk files (JSON Lines)")
+    p.set_defaults(handler="grumem.tools.redact:main")
 
 
 def add_serve_local(sub: argparse._SubParsersAction) -> None:
@@ -383,6 +426,8 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_export,
     add_verl_config,
     add_chunk,
+    add_discover,
+    add_redact,
     add_serve_local,
     add_judge,
     add_labels,

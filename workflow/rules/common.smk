@@ -16,6 +16,7 @@ from grumem.report.viewer import VIEWER
 from grumem.stages.report_plots import PLOTS
 from grumem.llm.endpoints import total_concurrency
 from grumem.core.shards import glob_root, project_shards
+from grumem.transcripts.redact import detector_label
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -41,6 +42,8 @@ os.environ["PATH"] = os.pathsep.join(
 TEMPLATE = str(TEMPLATES_DIR / "gru-mem.txt")
 JUDGE_TEMPLATE = str(TEMPLATES_DIR / "judge.txt")
 PROJECTS = sorted(config["projects"])
+# the chunk stage's secret detector, `kingfisher-secret-scanner==1.5.0+patterns.1`
+REDACTION_DETECTOR = detector_label()
 
 
 wildcard_constraints:
@@ -125,6 +128,14 @@ def transcript_options(project):
         for o in options
         if t.get(o) is not None
     )
+
+
+def redaction(project):
+    """`grumem chunk --redact` with the detector's name and version (a param: another
+    detector re-runs the chunk jobs), or `--no-redact` (transcripts.redact: false)."""
+    if not project_config(project)["transcripts"]["redact"]:
+        return "--no-redact"
+    return f"--redact --detector {REDACTION_DETECTOR}"
 
 
 def queries_file(wildcards):

@@ -18,6 +18,14 @@ first line. Then it
 tries the formats other packages register under the entry point group
 `grumem.transcript_formats` (PLUGIN_GROUP): an entry point names a module
 (or any object) with the same NAME, detect and read.
+
+Discovery (`grumem discover`, grumem.tools.discover): a format whose tool keeps
+its logs in a fixed place lists it in `LOCATIONS`, globs with the placeholders
+of grumem.core.locations (`~`, `{XDG_DATA_HOME}`, `{XDG_CONFIG_HOME}`,
+`{APP_SUPPORT}`, `{VSCODE_USER}`, `${VAR}`). Each matched file counts as one
+session, unless the module has `count_sessions(path) -> int | None`: the sessions
+a store holds (a SQLite database's rows, counted read-only and cheaply, opened
+`file:...?mode=ro&immutable=1`), or None when only its reader could tell.
 """
 
 from __future__ import annotations

@@ -58,6 +58,12 @@ from grumem.transcripts.base import (
 )
 
 NAME = "anthropic"
+# Where `grumem discover` looks (grumem.core.locations): the tasks of Cline and Roo
+# Code in the globalStorage of every VS Code family editor
+LOCATIONS = (
+    "{VSCODE_USER}/globalStorage/saoudrizwan.claude-dev/tasks/*/api_conversation_history.json",
+    "{VSCODE_USER}/globalStorage/rooveterinaryinc.roo-cline/tasks/*/api_conversation_history.json",
+)
 FILE_NAME = "api_conversation_history.json"
 ROLES = ("user", "assistant")
 BLOCKS = frozenset(

@@ -52,6 +52,9 @@ from grumem.transcripts.base import (
 from grumem.transcripts.formats.anthropic import media_placeholder, tool_result_text
 
 NAME = "claude-code"
+# Where `grumem discover` looks (grumem.core.locations): one file per session under
+# a directory per project; CLAUDE_CONFIG_DIR moves ~/.claude
+LOCATIONS = ("~/.claude/projects/*/*.jsonl", "${CLAUDE_CONFIG_DIR}/projects/*/*.jsonl")
 MESSAGE_TYPES = ("user", "assistant")
 KNOWN_TYPES = frozenset(
     {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation"}

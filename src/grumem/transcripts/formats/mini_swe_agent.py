@@ -31,6 +31,14 @@ from grumem.transcripts.base import (
 from grumem.transcripts.formats.openai_chat import ROLE_MAP, content_text, convert_message
 
 NAME = "mini-swe-agent"
+# Where `grumem discover` looks (grumem.core.locations): `mini`'s last run, in its
+# global config directory (platformdirs' user config directory; MSWEA_GLOBAL_CONFIG_DIR
+# moves it). Batch runs write where their --output says: no fixed place
+LOCATIONS = (
+    "{XDG_CONFIG_HOME}/mini-swe-agent/last_mini_run.traj.json",
+    "{APP_SUPPORT}/mini-swe-agent/last_mini_run.traj.json",
+    "${MSWEA_GLOBAL_CONFIG_DIR}/last_mini_run.traj.json",
+)
 SUFFIXES = (".traj.json", ".json")
 _OBSERVATION = re.compile(r"<returncode>|<output>")
 _ROLES = {**ROLE_MAP, "exit": "system"}
