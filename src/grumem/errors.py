@@ -12,6 +12,7 @@ do. The hierarchy, by what went wrong:
     ├── ParseError                      an answer that is not the strict tag shape (tag, reason)
     ├── TemplateError (ValueError)      a prompt template without its slots
     ├── BudgetError (ValueError)        a prompt over the token budget, naming the component
+    ├── TurnBudgetError (ValueError)    a verl rollout's turn over its budget or prompt_length
     ├── ChunkBudgetError (ValueError)   a record that cannot be cut to the section budget
     ├── KappaError                      κ that cannot be computed from these labels
     ├── MissingLabelsError              turns whose (query, chunk) has no evidence label
@@ -143,6 +144,15 @@ class BudgetError(GrumemError, ValueError):
         self.limit = limit
         msg = f"over budget: {component} is {tokens} tokens, limit {limit}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+class TurnBudgetError(GrumemError, ValueError):
+    """A turn of a verl rollout whose prompt does not fit (the row's budget, or the
+    policy's rollout.prompt_length): names the component, the turn and the row."""
+
+    def __init__(self, message: str, component: str):
+        self.component = component
+        super().__init__(message)
 
 
 class ChunkBudgetError(GrumemError, ValueError):
