@@ -186,7 +186,8 @@ class MissingLabelsError(GrumemError):
 
 
 class ExportRefused(GrumemError):
-    """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
+    """The export's preconditions (the labels' κ against calibration) are not met; nothing
+    was written."""
 
 
 class RolloutRowError(GrumemError, ValueError):
