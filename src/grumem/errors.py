@@ -12,6 +12,7 @@ do. The hierarchy, by what went wrong:
     ├── ParseError                      an answer that is not the strict tag shape (tag, reason)
     ├── TemplateError (ValueError)      a prompt template without its slots
     ├── BudgetError (ValueError)        a prompt over the token budget, naming the component
+    ├── TurnBudgetError (ValueError)    a verl rollout's turn over its budget or prompt_length
     ├── ChunkBudgetError (ValueError)   a record that cannot be cut to the section budget
     ├── KappaError                      κ that cannot be computed from these labels
     ├── MissingLabelsError              turns whose (query, chunk) has no evidence label
@@ -145,6 +146,15 @@ class BudgetError(GrumemError, ValueError):
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
+class TurnBudgetError(GrumemError, ValueError):
+    """A turn of a verl rollout whose prompt does not fit (the row's budget, or the
+    policy's rollout.prompt_length): names the component, the turn and the row."""
+
+    def __init__(self, message: str, component: str):
+        self.component = component
+        super().__init__(message)
+
+
 class ChunkBudgetError(GrumemError, ValueError):
     pass
 
@@ -176,7 +186,8 @@ class MissingLabelsError(GrumemError):
 
 
 class ExportRefused(GrumemError):
-    """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
+    """The export's preconditions (the labels' κ against calibration) are not met; nothing
+    was written."""
 
 
 class RolloutRowError(GrumemError, ValueError):

@@ -38,7 +38,7 @@ from grumem.core.template import Budget
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.group_step import step_metrics
-from grumem.verl.session_row import read_session_row
+from grumem.verl.rollout import read_rollout_row
 from support.harness import start_fake_server
 from support.rollout_rows import demo_rollout_rows
 from support.verl_venv import samples2_script, smollm2_gguf
@@ -422,7 +422,7 @@ def test_v1_rollout_path_on_cpu_ray_transferqueue_sampler(seen) -> None:
     assert w["metrics"] == pytest.approx(step_metrics(zip(keys, turns, strict=True), "training"))
     assert w["metrics"]["training/grumem/parse_rate/mean"] == 1.0
     # each turn's training row keeps the chunk shas, not the texts
-    row = read_session_row(
+    row = read_rollout_row(
         [
             r
             for r in demo_rollout_rows()

@@ -74,7 +74,8 @@ def first_budget(path: Path) -> dict[str, int]:
     """The budget of the file's first row (the export writes one budget for all)."""
     try:
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=1, columns=["extra_info"]))
-        return batch.to_pylist()[0]["extra_info"]["budget"]
+        budget: dict[str, int] = batch.to_pylist()[0]["extra_info"]["budget"]
+        return budget
     except (OSError, StopIteration, KeyError, TypeError, ValueError) as e:
         raise GrumemError(
             f"{path}: not a sessions.parquet with rows ({type(e).__name__}: {e});"
