@@ -59,9 +59,11 @@ rule export:
     localrule: True
 
 
+# the report's files are the outputs the report rules declare, for every project
 rule all:
     default_target: True
     input:
         rules.export.input,
-        REPORT_FILES,
+        expand(rules.report_plots.output, project=PROJECTS),
+        expand(rules.report_viewer.output, project=PROJECTS),
     localrule: True
