@@ -17,8 +17,8 @@
    ideal is (a) the total completion tokens / R and (b) the free-running
    schedule's simulated time for the very same token counts (read back from
    the recorded responses): processor sharing at min(r, R/n), each
-   trajectory a chain of requests, at most `concurrency` in flight (the
-   logic of ../shared/notes/schedule-sim.py, with the client's cap added).
+   trajectory a chain of requests, at most `concurrency` in flight
+   (`simulate_free` below).
 4. Workflow overhead: the same N x T turns again through the real
    `snakemake` command (prompts, responses, gates, log) in replay mode,
    every answer served from the cache the live run filled; wall time and
@@ -225,10 +225,9 @@ def simulate_free(
 ) -> Schedule:
     """The free-running schedule of `chains` (completion tokens per turn, per trajectory).
 
-    Processor sharing as in ../shared/notes/schedule-sim.py: every request in
-    flight decodes at min(per_request, rate / n). Each trajectory has at most
-    one request in flight and sends its next turn the moment the last is
-    answered; at most `concurrency` are in flight, the others wait in FIFO
+    Processor sharing: every request in flight decodes at min(per_request, rate / n).
+    Each trajectory has at most one request in flight and sends its next turn the
+    moment the last is answered; at most `concurrency` are in flight, the others wait in FIFO
     order (the client's semaphore). Exact and O(log n) per event: all jobs in
     flight run at one speed, so a job ends when the service every job has
     received since time 0 (`served`) reaches its start value plus its tokens.

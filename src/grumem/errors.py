@@ -176,7 +176,8 @@ class MissingLabelsError(GrumemError):
 
 
 class ExportRefused(GrumemError):
-    """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
+    """The export's preconditions (a κ calibration it can rely on) are not met; nothing
+    was written."""
 
 
 class RolloutRowError(GrumemError, ValueError):

@@ -202,7 +202,7 @@ def calibration_file(wildcards):
     if "calibration" not in p:
         raise WorkflowError(
             f"project {wildcards.project}: no calibration file (projects.{wildcards.project}.calibration): "
-            "the export needs κ between the labels and a calibration labelling (M5.2)"
+            "the export needs κ between the labels and a calibration labelling"
         )
     return p["calibration"]
 

@@ -32,7 +32,7 @@ _SHAPES = {"gate": _GATE, "judge": _JUDGE}
 
 
 def gbnf(which: str = "gate", max_text_chars: int | None = None) -> str:
-    """The GBNF of a response shape: `gate` (card 000's four tags: <check> yes|no,
+    """The GBNF of a response shape: `gate` (the four tags: <check> yes|no,
     <next> continue|end) or `judge` (<think>, then <evidence> yes|no).
 
     The grammar fixes the shape, not the length: a 135M model constrained by
