@@ -51,6 +51,7 @@ from aiohttp import web
 from grumem.core.calibration import SKIP
 from grumem.core.json_text import dumps_bytes, json_line
 from grumem.errors import GrumemError, PageRequestRefused, RecordError, SampleChanged
+from grumem.io.fsync import fsync_dir
 from grumem.io.jsonl import atomic_writer, checked, read_jsonl
 from grumem.report.viewer import csp_hash
 
@@ -112,7 +113,7 @@ class Sample:
         with atomic_writer(self.path, "wb") as f:
             f.writelines(lines)
         os.chmod(self.path, mode & 0o7777)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self.answers[i] = evidence
 
     def first_unanswered(self, after: int = -1) -> int | None:
@@ -123,15 +124,6 @@ class Sample:
             if self.answers[i] is None:
                 return i
         return None
-
-
-def _fsync_dir(directory: Path) -> None:
-    """The rename itself on disk: without it a power cut can bring the old file back."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def answer_name(evidence: bool | str | None) -> str | None:
