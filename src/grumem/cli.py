@@ -221,6 +221,7 @@ TRANSCRIPT_FORMATS += ("openhands", "codex-cli")
 TRANSCRIPT_FORMATS += ("aider", "gemini-cli")
 TRANSCRIPT_FORMATS += ("anthropic", "trajectory-dataset")
 TRANSCRIPT_FORMATS += ("continue", "cline", "amp", "copilot-cli", "copilot-chat")
+TRANSCRIPT_FORMATS += ("cursor", "opencode", "kilo", "goose", "zed")
 
 
 def add_chunk(sub: argparse._SubParsersAction) -> None:

@@ -110,11 +110,12 @@ COPIED = [
     "workflow",
     "fixtures",
     "templates",
+    "docs",
 ]
 
 
 def my_yaml(base_url: str) -> dict:
-    """The README's `my.yaml`: a project of the reader's own (the demo's files under
+    """docs/configuration.md's `my.yaml`: a project of the reader's own (the demo's files under
     another name), on their server."""
     return {
         "projects": {
