@@ -4,7 +4,10 @@ Argument definitions only. Each subcommand is `add_<name>(subparsers)`, naming
 its handler as "module:function": rule `gates` -> `grumem gates` ->
 grumem.stages.gates:main; commands that are no rule live in grumem.tools (or
 beside the module they wrap). The handler is imported only when its command
-runs, so `grumem --help` loads no stage.
+runs, so `grumem --help` loads no stage. An option several commands share is
+declared once, by the helper whose name says what it is (add_llm_job_options,
+add_chunk_inputs, add_corpus_inputs); a command's own required options go
+through add_required.
 
 `--log` only ever names a progress log the command appends to (and where
 its error goes too); an input that is a log, such as log.jsonl, has its own
