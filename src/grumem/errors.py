@@ -18,6 +18,7 @@ do. The hierarchy, by what went wrong:
     ├── MissingLabelsError              turns whose (query, chunk) has no evidence label
     ├── ExportRefused                   the export's κ gate is not met: nothing written
     ├── SampleChanged                   a calibration sample edited while its page was open
+    ├── PageRequestRefused              a request the calibration page answers with 4xx
     ├── GroupFailed                     a rollout of a verl group whose sibling failed
     ├── RolloutRowError (ValueError)    a sessions.parquet row that cannot be built or run
     ├── EndpointError                   llm.base_url cannot be used as given
@@ -32,11 +33,11 @@ do. The hierarchy, by what went wrong:
         ├── KeyInResponse               a response body holds the API key
         └── ModelMismatch               the answer names another model than asked
 
-Two exceptions stay beside their code because they never reach a user:
-grumem.llm.transport.ResponseTooLarge (an httpx2 TransportError, so the SDK maps it
-like a cut connection; the client records it as a failed attempt) and
-grumem.tools.calibrate_serve.Refused (an HTTP 4xx answer of the calibration page).
-This module imports nothing of grumem: every layer may raise these.
+One exception stays beside its code: grumem.llm.transport.ResponseTooLarge
+must be an httpx2 TransportError, so that the SDK maps it as it maps a cut
+connection (the client records it as a failed attempt), and this module
+imports no dependency. It never reaches a user as such. This module imports
+nothing of grumem either: every layer may raise these.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class MissingLabelsError(GrumemError):
 
 
 class ExportRefused(GrumemError):
-    """The export's preconditions (the labels' κ against calibration) are not met; nothing
+    """The export's preconditions (a κ calibration it can rely on) are not met; nothing
     was written."""
 
 
@@ -303,6 +304,16 @@ class ModelMismatch(LLMError):
 
 class SampleChanged(GrumemError):
     """The sample file no longer holds the pair the page answered (edited meanwhile)."""
+
+
+class PageRequestRefused(GrumemError):
+    """A request to the calibration page refused with HTTP `status` (4xx); nothing was
+    changed. `text` is what the page answers."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(text)
+        self.status = status
+        self.text = text
 
 
 class GroupFailed(GrumemError):

@@ -12,8 +12,6 @@ from grumem.config.settings import check_config_files, split_connection, validat
 from grumem.errors import GrumemError
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.jsonl import RecordError
-from grumem.report.viewer import VIEWER
-from grumem.stages.report_plots import PLOTS
 from grumem.llm.endpoints import total_concurrency
 from grumem.core.shards import glob_root, project_shards
 from grumem.transcripts.redact import detector_label
@@ -215,7 +213,7 @@ def calibration_file(wildcards):
     if "calibration" not in p:
         raise WorkflowError(
             f"project {wildcards.project}: no calibration file (projects.{wildcards.project}.calibration): "
-            "the export needs κ between the labels and a calibration labelling (M5.2)"
+            "the export needs κ between the labels and a calibration labelling"
         )
     return p["calibration"]
 
@@ -234,8 +232,3 @@ def all_corpus_files():
         "results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES
     )
 
-
-# every project's plots and trajectory viewer: part of the `all` target
-REPORT_FILES = expand(
-    "results/{project}/report/{file}", project=PROJECTS, file=[*PLOTS, VIEWER]
-)
