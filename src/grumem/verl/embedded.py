@@ -26,6 +26,7 @@ PLUGIN = "grumem.verl.plugin"
 ROLLOUT = "grumem_cpu"  # grumem.verl.plugin.ROLLOUT_NAME (named here without verl)
 TRAINER = ("-m", "verl.trainer.main_ppo")
 GRAMMARS = ("gate", "judge")
+METRICS = "metrics.jsonl"
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,9 @@ class CpuSettings:
     max_response_tokens: int = 128
     lr: float = 1e-6
     grammar: str | None = None  # draw answers under this grammar (gate): see cpu_rollout
-    token_budget: int = 4096  # ppo_max_token_len_per_gpu: tokens a micro-batch
+    # ppo_max_token_len_per_gpu: tokens a micro-batch; the logits alone are 4 x 49,152
+    # bytes a token for SmolLM2, and 4096 tokens took the update past 9 GB
+    token_budget: int = 2048
     threads: int = 2  # OMP threads of each process that computes
     validate: bool = False  # validation before training and at test_freq
 
@@ -92,7 +95,8 @@ def cpu_overrides(model: str | Path, settings: CpuSettings, out_dir: str | Path)
         # one logical GPU: verl's resource pools ask Ray for an accelerator a process
         "trainer.n_gpus_per_node=1",
         "trainer.nnodes=1",
-        "trainer.logger=[console]",
+        # verl's console and file loggers; the file is VERL_FILE_LOGGER_PATH (cpu_environment)
+        "trainer.logger=[console,file]",
         f"trainer.default_local_dir={Path(out_dir) / 'checkpoints'}",
         "ray_kwargs.ray_init.num_cpus=16",
         "+ray_kwargs.ray_init.num_gpus=1",
@@ -103,10 +107,14 @@ def cpu_overrides(model: str | Path, settings: CpuSettings, out_dir: str | Path)
     return out
 
 
-def cpu_environment(threads: int = 2, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def cpu_environment(
+    out_dir: str | Path, threads: int = 2, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The environment of a CPU run: `base` (default this process's) with the platform
-    plug-in, offline model hubs, no wandb login, and bounded threads."""
+    plug-in, offline model hubs, no wandb login, bounded threads, and verl's file
+    logger writing `out_dir`/metrics.jsonl (one JSON object a step)."""
     env = dict(os.environ if base is None else base)
+    env["VERL_FILE_LOGGER_PATH"] = str(Path(out_dir) / METRICS)
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(
         [*modules, PLUGIN] if PLUGIN not in modules else modules
@@ -177,6 +185,7 @@ def shell_line(argv: Sequence[str], env: Mapping[str, str], keys: Sequence[str])
 
 
 ENVIRONMENT_KEYS = (
+    "VERL_FILE_LOGGER_PATH",
     "VERL_PLATFORM",
     "VERL_USE_EXTERNAL_MODULES",
     "WANDB_MODE",
