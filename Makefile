@@ -12,7 +12,7 @@ CORES ?= 2
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
 
-.PHONY: run test test-fast lint fmt bench dag clean-results venv venv-verl system
+.PHONY: run test test-fast lint fmt bench bench-train dag clean-results venv venv-verl system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -80,6 +80,12 @@ lint: $(STAMP)
 # QUICK=1: the quick cases, under 3 minutes on 2 cores.
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py $(if $(QUICK),--quick)
+
+# The embedded CPU training backend: seconds a step of verl's trainer with grumem's
+# online loop (generation, log-probs, update, weight sync) and tokens a second, at
+# rollout.n 2 and 4, on the demo's shortest session (minutes: two runs of verl).
+bench-train: $(VERL_STAMP)
+	$(VERL_VENV)/bin/python scripts/bench_train.py
 
 dag: $(STAMP)
 	$(BIN)/snakemake -n all

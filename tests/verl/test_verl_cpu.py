@@ -171,7 +171,12 @@ def test_verls_trainer_takes_two_grpo_steps_with_grumems_loop_on_cpu(
         home["model"],
         out,
         settings,
-        extra=[f"trainer.rollout_data_dir={out / 'rollouts'}"],
+        extra=[
+            f"trainer.rollout_data_dir={out / 'rollouts'}",
+            # one optimiser step a step: a mini-batch is this many x n turn rows, and a
+            # rollout of the row is 3 turns (L1 reads every chunk)
+            "actor_rollout_ref.actor.ppo_mini_batch_size=3",
+        ],
         python=str(VERL_PYTHON),
     )
     # the online part is what `grumem verl-config --online` prints for the same corpus
@@ -206,14 +211,17 @@ def test_verls_trainer_takes_two_grpo_steps_with_grumems_loop_on_cpu(
             uid, session, _ = t["uid"].rsplit("_", 2)
             by_rollout.setdefault(f"{step}/{uid}/{session}", []).append(t["score"])
     assert any(len(set(v)) > 1 for v in by_rollout.values()), by_rollout
-    print(
-        f"2 steps in {seconds:.0f} s; step 1: parse rate {parsed:.2f},"
-        f" grad_norm {first['actor/grad_norm']:.3f}, pg_loss {first['actor/pg_loss']:.4f},"
-        f" rollout_probs_diff_max {first['training/rollout_probs_diff_max']:.2e},"
-        f" zero-variance groups {first['training/grumem/groups/zero_variance_total']}"
-        f" of {first['training/grumem/groups/total']};"
-        f" timing { ({k: round(v, 1) for k, v in first.items() if k.startswith('timing_s/')}) }"
-    )
+    print(f"2 steps in {seconds:.0f} s")
+    for s in steps:
+        m = s["data"]
+        print(
+            f"step {s['step']}: parse rate {m['training/grumem/parse_rate/mean']:.2f},"
+            f" grad_norm {m['actor/grad_norm']:.3f}, pg_loss {m['actor/pg_loss']:.4f},"
+            f" rollout_probs_diff_max {m['training/rollout_probs_diff_max']:.2e},"
+            f" zero-variance groups {m['training/grumem/groups/zero_variance_total']:.0f}"
+            f" of {m['training/grumem/groups/total']:.0f}, {m['perf/total_num_tokens']} tokens;"
+            f" { ({k[9:]: round(v, 1) for k, v in m.items() if k.startswith('timing_s/')}) }"
+        )
 
 
 def rollout_turns(path: Path) -> list[dict]:
