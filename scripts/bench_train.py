@@ -60,7 +60,7 @@ def bench(n: int, args: argparse.Namespace, model: Path, work: Path) -> dict[str
     )
     argv = command(out / "sessions.parquet", model, out, settings)
     env = cpu_environment(out, threads=settings.threads)
-    env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Unix socket paths
+    env["RAY_TMPDIR"] = str(work / f"r{n}")  # short: Ray's Unix socket paths
     started = time.monotonic()
     with open(out / "trainer.log", "w") as log:
         code = run(argv, env, out, log)
