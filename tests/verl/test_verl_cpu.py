@@ -171,12 +171,7 @@ def test_verls_trainer_takes_two_grpo_steps_with_grumems_loop_on_cpu(
         home["model"],
         out,
         settings,
-        extra=[
-            f"trainer.rollout_data_dir={out / 'rollouts'}",
-            # one optimiser step a step: a mini-batch is this many x n turn rows, and a
-            # rollout of the row is 3 turns (L1 reads every chunk)
-            "actor_rollout_ref.actor.ppo_mini_batch_size=3",
-        ],
+        extra=[f"trainer.rollout_data_dir={out / 'rollouts'}"],
         python=str(VERL_PYTHON),
     )
     # the online part is what `grumem verl-config --online` prints for the same corpus
