@@ -20,6 +20,8 @@ do. The hierarchy, by what went wrong:
     ├── SampleChanged                   a calibration sample edited while its page was open
     ├── PageRequestRefused              a request the calibration page answers with 4xx
     ├── GroupFailed                     a rollout of a verl group whose sibling failed
+    ├── VerlVersionError                a verl other than the one the CPU backend is pinned to
+    ├── EmbeddedTrainError              the embedded (CPU) training backend cannot start
     ├── RolloutRowError (ValueError)    a sessions.parquet row that cannot be built or run
     ├── EndpointError                   llm.base_url cannot be used as given
     ├── RequestError (ValueError)       a request body that cannot be built or sent
@@ -318,3 +320,13 @@ class PageRequestRefused(GrumemError):
 
 class GroupFailed(GrumemError):
     """Another rollout of the row failed, so this one is not trained on either."""
+
+
+class VerlVersionError(GrumemError):
+    """The installed verl is not the version whose private names grumem.verl.private
+    was read from: the CPU backend would patch what may no longer be there."""
+
+
+class EmbeddedTrainError(GrumemError):
+    """The embedded CPU training backend cannot run as asked: its model folder, its
+    settings, or a rollout request it cannot serve."""
