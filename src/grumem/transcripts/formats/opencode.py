@@ -89,6 +89,19 @@ BOOKKEEPING_PARTS = frozenset(
 TEXT_ATTACHMENTS = ("text/plain", "application/x-directory")
 
 
+def count_sessions(path: str | os.PathLike[str]) -> int | None:
+    """`grumem discover`'s count: a store's session rows (sqlite.count); a session file
+    of the JSON tree is one session."""
+    if Path(path).suffix == ".json":
+        return 1
+    return sqlite.count(path, count_db)
+
+
+def count_db(conn: sqlite3.Connection) -> int:
+    """The sessions read_db reads: every row of `session`, a subagent's included."""
+    return int(conn.execute("SELECT count(*) FROM session").fetchone()[0])
+
+
 # ------------------------------------------------------------------ detection
 
 
