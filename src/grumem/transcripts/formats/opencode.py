@@ -11,6 +11,12 @@ part), the message and part shapes in `packages/opencode/src/session/message-v2.
 (with its ids). Kilo's CLI (the `kilo` format) is a fork that keeps this same
 schema in `kilo.db`; it is read by this module's code.
 
+Both live in `$XDG_DATA_HOME/opencode/` (`~/.local/share/opencode/`, on macOS
+too: OpenCode uses the XDG layout everywhere): `opencode.db`, or
+`opencode-<channel>.db` for a preview channel, and `OPENCODE_DB` names another
+file (`packages/opencode/src/storage/db.ts`; `grumem discover` follows it when it
+is an absolute path); the tree is `storage/` beside it.
+
 The database is read through grumem.transcripts.sqlite (read-only, immutable,
 a consistent snapshot). A database holds every session: each is a Session of
 its own, a subagent's (a `task` tool's child, `parent_id` set) included, its
