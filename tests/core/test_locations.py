@@ -59,6 +59,19 @@ def test_a_variable_override_is_used_when_set_and_its_glob_left_out_otherwise() 
     ]
 
 
+def test_a_relative_path_in_a_variable_counts_as_unset() -> None:
+    """Else a glob would look under the working directory, not a known place."""
+    assert expand_location("${OPENCODE_DB}", HOME, {"OPENCODE_DB": "mine.db"}) == []
+    assert expand_location("${OPENCODE_DB}", HOME, {"OPENCODE_DB": ":memory:"}) == []
+    assert expand_location("${OPENCODE_DB}", HOME, {"OPENCODE_DB": "/d/o.db"}) == ["/d/o.db"]
+    assert expand_location("{XDG_DATA_HOME}/zed/t.db", HOME, {"XDG_DATA_HOME": "data"}) == [
+        "/home/ana/.local/share/zed/t.db"
+    ]
+    assert expand_location("{VSCODE_USER}/a", HOME, {"XDG_CONFIG_HOME": "cfg"})[0] == (
+        "/home/ana/.config/Code/User/a"
+    )
+
+
 def test_what_a_placeholder_puts_in_matches_itself() -> None:
     assert glob_escape("/home/a[1]*?") == "/home/a[[]1][*][?]"
     assert expand_location("~/.x/*.json", "/home/we[ir]d", {}) == ["/home/we[[]ir]d/.x/*.json"]

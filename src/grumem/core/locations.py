@@ -13,6 +13,11 @@ globs with placeholders (`grumem discover` looks there, on Linux and macOS):
 - `${VAR}`: the environment variable VAR, a tool's override of its directory
   (`${CODEX_HOME}/sessions/...`); the glob is left out when VAR is not set.
 
+A variable holding a relative path counts as not set (the XDG specification says
+to ignore one; a tool's override would name a place under whatever the working
+directory is), so every glob is under the home or an absolute directory the
+environment names, never under the working directory.
+
 Pure: the home and the environment are arguments. What a placeholder puts in is
 escaped, so a `[` or `*` in a home directory's name is matched as itself.
 """
@@ -40,19 +45,20 @@ def _join(base: str, rest: str) -> str:
 
 def expand_location(pattern: str, home: str, env: Mapping[str, str]) -> list[str]:
     """The globs a LOCATIONS entry stands for, in order, without repeats; none when a
-    `${VAR}` it names is not set (or empty)."""
+    `${VAR}` it names is not set (or empty, or a relative path)."""
     home = glob_escape(home.rstrip("/") or "/")
-    missing = [name for name in _VAR.findall(pattern) if not env.get(name)]
+    env = {k: v for k, v in env.items() if v.startswith("/")}  # unset: empty or relative
+    missing = [name for name in _VAR.findall(pattern) if name not in env]
     if missing:
         return []
     text = _VAR.sub(lambda m: glob_escape(env[m.group(1)].rstrip("/")), pattern)
     if text == "~" or text.startswith("~/"):
         text = home + text[1:]
-    xdg_config = glob_escape(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else None
+    xdg_config = glob_escape(env["XDG_CONFIG_HOME"]) if "XDG_CONFIG_HOME" in env else None
     values = {
         "XDG_DATA_HOME": [
             glob_escape(env["XDG_DATA_HOME"])
-            if env.get("XDG_DATA_HOME")
+            if "XDG_DATA_HOME" in env
             else _join(home, ".local/share")
         ],
         "XDG_CONFIG_HOME": [xdg_config or _join(home, ".config")],

@@ -3,10 +3,11 @@
 Every format that lists `LOCATIONS` (the built-ins and the plugins; see
 grumem.core.locations) is looked for in each of its places, on Linux and macOS
 layouts alike. Per format it prints the globs that matched, the sessions (a file
-each, or what the format's `count_sessions` counts in a store), their size and
-their first and last dates (the files' modification times). Nothing is copied and
-no transcript is read: a glob lists names, a file is only stat'ed, and a store is
-opened only by its format's read-only count.
+each, the subagents its reader splits off counted with it, or what the format's
+`count_sessions` counts: a store's rows, as of its last checkpoint), their size
+and their first and last dates (the files' modification times). Nothing is copied
+and no transcript is read: a glob lists names, a file is only stat'ed, and a store
+is opened only by its format's read-only count.
 
 `--write FILE` writes a config with one project per place found (glob and
 format), which `snakemake --configfile FILE` runs as it is: beside FILE, a starter

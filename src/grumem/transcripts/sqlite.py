@@ -145,6 +145,22 @@ class _connect:
         self.conn.close()
 
 
+def count(path: str | os.PathLike[str], counter: Callable[[sqlite3.Connection], int]) -> int | None:
+    """counter(connection) on the main file alone, for `grumem discover`'s count of a
+    store's sessions; None when the file cannot be read as a SQLite database (then only
+    its reader could tell).
+
+    Read-only and immutable, as every read here, but never through a snapshot:
+    discovery copies nothing, so the rows still in a `-wal` log (a tool writing right
+    now) are not counted: the figure is the store's at its last checkpoint, and the
+    chunk stage, which reads the log too, may find a few sessions more."""
+    try:
+        with _connect(_uri(str(path)), uri=True) as conn:
+            return counter(conn)
+    except sqlite3.DatabaseError:
+        return None
+
+
 def tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
     """Every table's name and its columns."""
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

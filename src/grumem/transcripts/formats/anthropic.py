@@ -6,8 +6,11 @@ Read from the Anthropic Messages API's `MessageParam` (the
 Cline 3.x (`src/core/storage/disk.ts`, `saveApiConversationHistory`) and
 Roo Code 3.x (`ApiMessage = MessageParam & {ts?, isSummary?}`) write it:
 one JSON array of `{role, content}` per task, in
-`<globalStorage>/saoudrizwan.claude-dev/tasks/<task id>/` (Cline) or
-`<globalStorage>/rooveterinaryinc.roo-cline/tasks/<task id>/` (Roo Code).
+`<globalStorage>/saoudrizwan.claude-dev/tasks/<task id>/` (Cline),
+`<globalStorage>/rooveterinaryinc.roo-cline/tasks/<task id>/` (Roo Code) or
+`<globalStorage>/kilocode.kilo-code/tasks/<task id>/` (Kilo Code's extension, a
+fork of Roo Code), `<globalStorage>` being any VS Code family editor's; Cline's
+CLI keeps the same tasks in `~/.cline/data/tasks/<task id>/` (`$CLINE_DIR/data`).
 Extra keys on a message (`ts`, `isSummary`) are bookkeeping and ignored.
 
 Decisions:
@@ -58,11 +61,14 @@ from grumem.transcripts.base import (
 )
 
 NAME = "anthropic"
-# Where `grumem discover` looks (grumem.core.locations): the tasks of Cline and Roo
-# Code in the globalStorage of every VS Code family editor
+# Where `grumem discover` looks (grumem.core.locations): the tasks of Cline, Roo Code
+# and Kilo Code in the globalStorage of every VS Code family editor, and Cline CLI's
 LOCATIONS = (
     "{VSCODE_USER}/globalStorage/saoudrizwan.claude-dev/tasks/*/api_conversation_history.json",
     "{VSCODE_USER}/globalStorage/rooveterinaryinc.roo-cline/tasks/*/api_conversation_history.json",
+    "{VSCODE_USER}/globalStorage/kilocode.kilo-code/tasks/*/api_conversation_history.json",
+    "~/.cline/data/tasks/*/api_conversation_history.json",
+    "${CLINE_DIR}/data/tasks/*/api_conversation_history.json",
 )
 FILE_NAME = "api_conversation_history.json"
 ROLES = ("user", "assistant")

@@ -123,6 +123,34 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     )
 
 
+def count_sessions(path: str | os.PathLike[str]) -> int | None:
+    """`grumem discover`'s count (sqlite.count): a CLI store is one chat; a state.vscdb
+    holds its chat tabs and its Composer conversations (not the null ones Cursor leaves
+    behind a deleted conversation), counted by SQLite without reading them."""
+    return sqlite.count(path, _count)
+
+
+def _count(conn: sqlite3.Connection) -> int:
+    found = sqlite.tables(conn)
+    if {"meta", "blobs"} <= set(found):
+        return 1
+    n = 0
+    if "ItemTable" in found:
+        row = conn.execute(
+            "SELECT json_array_length(CAST(value AS TEXT), '$.tabs') FROM ItemTable WHERE key = ?",
+            (CHATDATA,),
+        ).fetchone()
+        n += int(row[0] or 0) if row is not None else 0
+    if "cursorDiskKV" in found:
+        n += int(
+            conn.execute(
+                "SELECT count(*) FROM cursorDiskKV WHERE key >= 'composerData:'"
+                " AND key < 'composerData;' AND CAST(value AS TEXT) != 'null'"
+            ).fetchone()[0]
+        )
+    return n
+
+
 # ------------------------------------------------------------------ reading
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from grumem.errors import RecordError
@@ -126,6 +127,16 @@ def _is_message(obj: dict) -> bool:
         and isinstance(obj.get("created"), int)
         and isinstance(content, list)
         and all(isinstance(c, dict) and c.get("type") in CONTENT_TYPES for c in content)
+    )
+
+
+def count_sessions(path: str | os.PathLike[str]) -> int | None:
+    """`grumem discover`'s count: a store's session rows (sqlite.count), a subagent's
+    included; a JSONL file is one session."""
+    if Path(path).suffix == ".jsonl":
+        return 1
+    return sqlite.count(
+        path, lambda conn: int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
     )
 
 

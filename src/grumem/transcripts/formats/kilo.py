@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from grumem.transcripts import sqlite
 from grumem.transcripts.base import Detection, Head, Session
 from grumem.transcripts.formats import opencode
 
@@ -40,3 +41,8 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     return opencode.read_db(path, drop_thinking)
+
+
+def count_sessions(path: str | os.PathLike[str]) -> int | None:
+    """`grumem discover`'s count: the store's session rows, as OpenCode's."""
+    return sqlite.count(path, opencode.count_db)

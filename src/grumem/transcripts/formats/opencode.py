@@ -11,6 +11,12 @@ part), the message and part shapes in `packages/opencode/src/session/message-v2.
 (with its ids). Kilo's CLI (the `kilo` format) is a fork that keeps this same
 schema in `kilo.db`; it is read by this module's code.
 
+Both live in `$XDG_DATA_HOME/opencode/` (`~/.local/share/opencode/`, on macOS
+too: OpenCode uses the XDG layout everywhere): `opencode.db`, or
+`opencode-<channel>.db` for a preview channel, and `OPENCODE_DB` names another
+file (`packages/opencode/src/storage/db.ts`; `grumem discover` follows it when it
+is an absolute path); the tree is `storage/` beside it.
+
 The database is read through grumem.transcripts.sqlite (read-only, immutable,
 a consistent snapshot). A database holds every session: each is a Session of
 its own, a subagent's (a `task` tool's child, `parent_id` set) included, its
@@ -87,6 +93,19 @@ BOOKKEEPING_PARTS = frozenset(
     {"step-start", "step-finish", "snapshot", "patch", "retry", "agent", "compaction"}
 )
 TEXT_ATTACHMENTS = ("text/plain", "application/x-directory")
+
+
+def count_sessions(path: str | os.PathLike[str]) -> int | None:
+    """`grumem discover`'s count: a store's session rows (sqlite.count); a session file
+    of the JSON tree is one session."""
+    if Path(path).suffix == ".json":
+        return 1
+    return sqlite.count(path, count_db)
+
+
+def count_db(conn: sqlite3.Connection) -> int:
+    """The sessions read_db reads: every row of `session`, a subagent's included."""
+    return int(conn.execute("SELECT count(*) FROM session").fetchone()[0])
 
 
 # ------------------------------------------------------------------ detection

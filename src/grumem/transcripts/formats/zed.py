@@ -69,6 +69,13 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     return sqlite.has_tables(path, head, TABLES, "Zed")
 
 
+def count_sessions(path: str | os.PathLike[str]) -> int | None:
+    """`grumem discover`'s count: the threads, a subagent's included (sqlite.count)."""
+    return sqlite.count(
+        path, lambda conn: int(conn.execute("SELECT count(*) FROM threads").fetchone()[0])
+    )
+
+
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     path = str(path)
     rows = sqlite.read_snapshot(path, lambda conn: _rows(conn, path))
