@@ -163,9 +163,9 @@ def test_a_look_alike_is_left_as_it_is(case: dict) -> None:
     assert REDACTOR.text(case["text"]) == (case["text"], {})
 
 
-def test_the_readmes_examples_are_what_redaction_writes() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Secrets stay out") :]
+def test_the_docs_examples_are_what_redaction_writes() -> None:
+    page = (REPO / "docs" / "transcripts.md").read_text(encoding="utf-8")
+    section = page[page.index("## Secrets stay out") :]
     start = section.index("```text\n") + 8
     block = section[start : section.index("\n```", start)]
     examples = [line.split("  ->  ") for line in block.splitlines()]
