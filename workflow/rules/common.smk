@@ -231,4 +231,3 @@ def all_corpus_files():
     return expand(
         "results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES
     )
-
