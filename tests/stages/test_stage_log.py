@@ -15,6 +15,7 @@ from grumem.errors import RecordError
 from grumem.io.jsonl import write_jsonl
 from grumem.io.template_files import load_prompt_builder
 from grumem.llm.attempt import Outcome, attempt_record
+from grumem.records.prompt import PromptRecord
 from grumem.stages.gates import regate
 from grumem.stages.log import join
 from grumem.stages.prompts import plan
@@ -40,7 +41,12 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
     for (t, ask), content in ANSWERS.items():
         p = prompts[t - 1]
         body = dumps(
-            {"model": "m", "messages": [{"role": "user", "content": user_message(p, memory)}]}
+            {
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": user_message(PromptRecord.convert(p), memory)}
+                ],
+            }
         )
         answer = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
         attempt = attempt_record(

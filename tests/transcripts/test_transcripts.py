@@ -76,9 +76,17 @@ def test_unknown_format_lists_the_formats_tried(tmp_path: Path) -> None:
             assert fmt in str(e.value)
 
 
-def test_cli_format_choices_are_the_registry() -> None:
-    assert TRANSCRIPT_FORMATS[0] == "auto"
-    assert sorted(TRANSCRIPT_FORMATS[1:]) == sorted(FORMATS)
+def test_cli_format_choices_and_the_config_schema_are_the_registry() -> None:
+    """The format names are kept in three places: the registry, the CLI's list (its
+    help, built without importing every format) and the config schema's enum (which
+    Snakemake validates against): one list, each name once."""
+    from grumem.io.jsonl import schema
+
+    project = schema("config")["properties"]["projects"]["additionalProperties"]
+    enum = project["properties"]["transcripts"]["properties"]["format"]["enum"]
+    for names in (TRANSCRIPT_FORMATS, enum):
+        assert names[0] == "auto" and len(set(names)) == len(names)
+        assert sorted(names[1:]) == sorted(FORMATS)
 
 
 def test_session_ids_are_safe_file_names() -> None:

@@ -19,7 +19,8 @@ A block may carry a marker on the line before its fence, with the reason beside 
 profile), `<!-- tests: not run: REASON -->` runs none of them (a GPU). Every other
 line of a `sh` block is a command of ours or the venv's activation, so no block is
 skipped in silence. What a person does between two commands (labelling a calibration
-sample) is done by HUMAN_STEPS.
+sample) is done by HUMAN_STEPS; `grumem discover` runs with HOME a reader's home
+holding the transcript fixtures where each agent keeps its logs (support.fake_home).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from support.fake_home import fake_home
 from support.workflow import (
     FAKE_DEMO,
     PINNED_DEMO_CORPUS,
@@ -267,6 +269,15 @@ HUMAN_STEPS: dict[str, Callable[[Path], None]] = {
 }
 
 
+def readers_home(work: Path) -> Path:
+    """The home of a reader who runs agents: the transcript fixtures where each tool
+    keeps its logs (what `grumem discover` finds), made once per checkout."""
+    home = work / "home"
+    if not home.exists():
+        fake_home(home)
+    return home
+
+
 def with_dry_run(text: str) -> str:
     words = shlex.split(text, comments=True)
     at = next(i for i, w in enumerate(words) if Path(w).name in {"snakemake", "make"})
@@ -283,7 +294,8 @@ def run_documented(work: Path, c: Command) -> None:
                     shell(work, line, f"{c} (its recipe line `{line}`)")
         return
     text = with_dry_run(c.text) if c.mode == "dry run" else c.text
-    shell(work, ACTIVATE + text if c.activated else text, str(c))
+    home = readers_home(work) if "grumem discover" in text else None
+    shell(work, ACTIVATE + text if c.activated else text, str(c), home=home)
     for key, step in HUMAN_STEPS.items():
         if key in c.text.replace(".venv/bin/", ""):
             step(work)

@@ -1,5 +1,5 @@
-"""The parts of the corpus export (card 004), each one job; grumem.stages.export is
+"""The parts of the corpus export, each one job; grumem.stages.export is
 their I/O shell: kappa_gate (kappa.json clears the bar), log_reader (the
 turn log, checked, grouped into trajectories, its recordings verified),
-trajectory (reward assembly into card 004's record), parquet (verl's row
-shape and the row-group sink), summary (the counts card 004 asks for)."""
+trajectory (reward assembly into the trajectory record), turn_rows and
+rollout_rows (verl's row shapes), summary (the corpus's counts)."""

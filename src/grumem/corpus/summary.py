@@ -1,4 +1,4 @@
-"""summary.json: the counts card 004 asks for (trajectories, turns, the r_update
+"""summary.json: the corpus's counts (trajectories, turns, the r_update
 split, the r_format pass rate, the t_last_evidence distribution), the account of
 the advantages, and its text."""
 

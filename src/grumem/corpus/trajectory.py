@@ -1,4 +1,4 @@
-"""Reward assembly (card 004): one trajectory's log lines and labels -> its corpus
+"""Reward assembly: one trajectory's log lines and labels -> its corpus
 record (rewards from grumem.core.rewards, r_outcome null), joined by chunk_sha."""
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def checked_document(value: Any, kind: type[R], path: str | os.PathLike[str]) ->
 
 
 def write_records(path: str | os.PathLike[str], records: Iterable[Record], kind: Any) -> int:
-    """Write records of `kind` atomically, one JSON line each as grumem.io.jsonl.dumps
+    """Write records of `kind` atomically, one JSON line each as grumem.core.json_text.dumps
     writes it, each checked against its class (so its schema) first; return how many."""
     n = 0
     check = decoder(kind).decode

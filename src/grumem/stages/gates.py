@@ -57,7 +57,7 @@ def regate(
                 "trajectory_id": tid,
                 "t": rec.t,
                 "ask": rec.ask,
-                **gate,
+                **gate.to_dict(),
                 "memory_after": memory,
             }
 
