@@ -34,6 +34,7 @@ from grumem.config.settings import load_queries
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import ABILITY, rollout_row
+from grumem.core.split import Split
 from grumem.core.template import Budget
 from grumem.corpus.rollout_rows import (
     RowSettings,
@@ -60,6 +61,7 @@ def demo_rows() -> list[dict[str, Any]]:
         return_weights=EQUAL_WEIGHTS,
         data_source="grumem",
         ability=ABILITY,
+        split=Split(),
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
@@ -90,6 +92,7 @@ def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str
         level=info["level"],
         budget=Budget(),
         template_sha256=info["template_sha256"],
+        split="train",
     )
 
 

@@ -186,9 +186,15 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         help="print the Hydra overrides that train verl on a corpus with grumem's rewards",
     )
     add_required(
-        p, corpus="an export's directory, or its turns.parquet (sessions.parquet with --online)"
+        p,
+        corpus="an export's directory (its train split, turns-train.parquet; sessions-train"
+        ".parquet with --online), or a parquet file to train on",
     )
-    p.add_argument("--val-corpus", help="validation corpus (default: the training corpus)")
+    p.add_argument(
+        "--val-corpus",
+        help="an export's directory (its val split) or a file to validate on (default: the"
+        " corpus's val split)",
+    )
     p.add_argument(
         "--online",
         action="store_true",

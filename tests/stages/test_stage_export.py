@@ -20,6 +20,7 @@ import yaml
 
 from grumem.core.chunk_text import render_records
 from grumem.core.json_text import dumps, sha256_text
+from grumem.core.split import SPLITS, Split, split_file
 from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
 from grumem.io.jsonl import read_jsonl, sha256_file, validate
@@ -29,6 +30,9 @@ from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_su
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log, verl_rows
 
 T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3
+# the fixture's sessions under the default split (train 0.8, val 0.1, test 0.1, seed 0):
+# u = the first 8 bytes of sha256("0:<session>") / 2**64 is 0.998, 0.517, 0.958
+DEFAULT_SPLITS = {"s-alpha": "test", "s-beta": "train", "s-gamma": "test"}
 
 
 @pytest.fixture
@@ -422,12 +426,11 @@ def test_deterministic_bytes(work: Path) -> None:
     export(inputs(work, out="a"))
     export(inputs(work, out="b"))
     export(inputs(work, out="b"))  # over an existing corpus, too
-    for name in (TRAJECTORIES, TURNS, SUMMARY, CARD):
+    names = [TRAJECTORIES, TURNS, *(split_file(TURNS, s) for s in SPLITS), SUMMARY, CARD]
+    for name in names:
         a, b = (work / "a" / name).read_bytes(), (work / "b" / name).read_bytes()
         assert a == b, name
-    assert sorted(p.name for p in (work / "b").iterdir()) == sorted(
-        [TRAJECTORIES, TURNS, SUMMARY, CARD]
-    )
+    assert sorted(p.name for p in (work / "b").iterdir()) == sorted(names)
 
 
 def test_parquet_has_verl_columns(work: Path) -> None:
@@ -967,7 +970,8 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
         validate(row, "rollout-row")
         info = row["extra_info"]
         session = chunks[info["session"]]
-        assert info["index"] == i and info["project"] == "demo" and info["split"] == "train"
+        assert info["index"] == i and info["project"] == "demo"
+        assert info["split"] == DEFAULT_SPLITS[info["session"]]
         assert [c["text"] for c in info["chunks"]] == [render_records(c.records) for c in session]
         assert [c["chunk_sha"] for c in info["chunks"]] == [c.sha for c in session]
         want = [labels.get(info["query_id"], c.sha) for c in session]
@@ -1095,6 +1099,7 @@ def test_cli_writes_sessions_with_the_runs_settings(work: Path) -> None:
 
     settings = {"export": {"min_kappa": 0.6}, "loop": {"level": "L2"}, "llm": {"system": "s"}}
     settings["budget"] = {"memory": 512}
+    settings["split"] = {"train": 0.4, "val": 0.3, "test": 0.3, "seed": 7}
     args = ["export", "--turn-log", str(work / "log.jsonl"), "--labels", str(work / "labels.jsonl")]
     args += ["--kappa", str(work / "kappa.json"), "--chunks", str(work / "chunks.jsonl")]
     args += ["--queries", str(FIXTURE / "queries.yaml"), "--project", "demo"]
@@ -1105,3 +1110,103 @@ def test_cli_writes_sessions_with_the_runs_settings(work: Path) -> None:
     assert {(i["level"], i["system"], i["budget"]["memory"], i["project"]) for i in info} == {
         ("L2", "s", 512, "demo")
     }
+    assert {i["session"]: i["split"] for i in info} == SEED_7_SPLITS
+
+
+# ---------------------------------------------------------------- the split
+
+# train 0.4, val 0.3, test 0.3 under seed 7: u = 0.346, 0.822, 0.582 (sha256("7:<session>"))
+SEED_7 = Split(train=0.4, val=0.3, test=0.3, seed=7)
+SEED_7_SPLITS = {"s-alpha": "train", "s-beta": "test", "s-gamma": "val"}
+
+
+def test_every_row_carries_its_sessions_split_and_each_split_is_a_file(work: Path) -> None:
+    """trajectories.jsonl, turns.parquet and sessions.parquet name each row's split; the
+    split files hold exactly the rows of their split, as they are in the file of all."""
+    from grumem.corpus.rollout_rows import SESSIONS_SCHEMA
+    from grumem.corpus.turn_rows import PARQUET_SCHEMA
+    from grumem.stages.export import SESSIONS
+
+    export(sessions_inputs(work, split=SEED_7))
+    out = work / "corpus"
+    records = trajectories(out)
+    assert {r["session"]: r["split"] for r in records} == {"s-alpha": "train", "s-beta": "test"}
+    for name, schema in ((TURNS, PARQUET_SCHEMA), (SESSIONS, SESSIONS_SCHEMA)):
+        every = pq.read_table(out / name).to_pylist()
+        for row in every:
+            assert row["extra_info"]["split"] == SEED_7_SPLITS[row["extra_info"]["session"]]
+        for split in SPLITS:
+            table = pq.read_table(out / split_file(name, split))
+            assert table.schema == schema
+            assert table.to_pylist() == [r for r in every if r["extra_info"]["split"] == split]
+    sessions = {
+        s: sorted({r["extra_info"]["session"] for r in pq.read_table(out / f).to_pylist()})
+        for s, f in ((s, split_file(SESSIONS, s)) for s in SPLITS)
+    }
+    assert sessions == {"train": ["s-alpha"], "val": ["s-gamma"], "test": ["s-beta"]}
+    # s-gamma has no trajectory in the log: the val turns file is a file of no rows
+    assert pq.read_table(out / split_file(TURNS, "val")).num_rows == 0
+    assert pq.read_table(out / split_file(TURNS, "train")).num_rows == sum(
+        len(r["turns"]) for r in records if r["session"] == "s-alpha"
+    )
+
+
+def test_an_empty_split_is_a_valid_file_of_no_rows(work: Path) -> None:
+    from grumem.corpus.rollout_rows import SESSIONS_SCHEMA
+    from grumem.stages.export import SESSIONS
+
+    export(sessions_inputs(work))  # the default split puts no session of three in val
+    for name in (TURNS, SESSIONS):
+        f = pq.ParquetFile(work / "corpus" / split_file(name, "val"))
+        assert f.metadata.num_rows == 0
+    assert pq.read_schema(work / "corpus" / split_file(SESSIONS, "val")) == SESSIONS_SCHEMA
+    card = (work / "corpus" / CARD).read_text(encoding="utf-8")
+    assert (
+        "| `val` (`validation`) | `turns-val.parquet`, `sessions-val.parquet` | 0 | 0 | 0 | 0 |"
+        in card
+    )
+
+
+def _add_session(work: Path, session: str, texts: list[str]) -> None:
+    """A session of one-record chunks added to the chunk file, labelled (no evidence)."""
+    from grumem.io.chunk_files import read_chunk_file
+
+    with open(work / "chunks.jsonl", "a", encoding="utf-8") as f:
+        for i, text in enumerate(texts):
+            f.write(
+                dumps({"session": session, "index": i, "records": [{"role": "user", "text": text}]})
+            )
+            f.write("\n")
+    added = [c for c in read_chunk_file(work / "chunks.jsonl") if c.session == session]
+    with open(work / "labels.jsonl", "a", encoding="utf-8") as f:
+        for c in added:
+            for q in ("q1", "q2"):
+                f.write(
+                    dumps({"query_id": q, "chunk_sha": c.sha, "evidence": False, "annotator": "t"})
+                )
+                f.write("\n")
+    calibrate(work)
+
+
+def test_adding_sessions_moves_no_session_to_another_split(work: Path) -> None:
+    from grumem.stages.export import SESSIONS
+
+    def splits(out: str) -> dict[str, str]:
+        rows = pq.read_table(work / out / SESSIONS).to_pylist()
+        return {r["extra_info"]["session"]: r["extra_info"]["split"] for r in rows}
+
+    export(sessions_inputs(work, out="before", split=SEED_7))
+    for n in range(12):
+        _add_session(work, f"s-new-{n}", [f"new session {n}, chunk {t}" for t in range(2)])
+    export(sessions_inputs(work, out="after", split=SEED_7))
+    before, after = splits("before"), splits("after")
+    assert before == SEED_7_SPLITS
+    assert {s: after[s] for s in before} == before
+    assert len(after) == 15 and set(after.values()) == set(SPLITS)
+    # the trajectories of the log are where they were, in every file
+    assert (work / "before" / TRAJECTORIES).read_bytes() == (
+        work / "after" / TRAJECTORIES
+    ).read_bytes()
+    for split in SPLITS:
+        name = split_file(TURNS, split)
+        assert pq.read_table(work / "before" / name).equals(pq.read_table(work / "after" / name))

@@ -92,7 +92,7 @@ def verl_row(
         "ability": ability,
         "reward_model": {"style": "rule", "ground_truth": "yes" if turn["label"] else "no"},
         "extra_info": {
-            "split": "train",
+            "split": traj["split"],
             "index": index,
             "trajectory_id": traj["trajectory_id"],
             "t": turn["t"],

@@ -10,10 +10,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from grumem.config.settings import load_queries
+from grumem.config.settings import load_config, load_queries
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import ABILITY
+from grumem.core.split import Split
 from grumem.core.template import Budget
 from grumem.corpus.rollout_rows import (
     RowSettings,
@@ -26,7 +27,13 @@ from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
 
 BUDGET = Budget()  # the config's defaults
-DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "fixtures" / "demo"
+
+
+def demo_split() -> Split:
+    """The demo's split, as config.yaml sets it."""
+    return Split.from_config(load_config(REPO / "config.yaml")["projects"]["demo"]["split"])
 
 
 def demo_rollout_rows(
@@ -46,6 +53,7 @@ def demo_rollout_rows(
         return_weights=return_weights,
         data_source="grumem",
         ability=ABILITY,
+        split=demo_split(),
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")

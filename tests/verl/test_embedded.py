@@ -22,7 +22,12 @@ GRUMEM = str(Path(sys.executable).with_name("grumem"))
 
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
-    return write_rows(tmp_path / "sessions.parquet", demo_rollout_rows()[:2])
+    """An export's directory of the demo's rows: two train rows and the val rows."""
+    rows = demo_rollout_rows()
+    write_rows(
+        tmp_path / "sessions-val.parquet", [r for r in rows if r["extra_info"]["split"] == "val"]
+    )
+    return write_rows(tmp_path / "sessions-train.parquet", rows[:2]).parent
 
 
 @pytest.fixture
@@ -109,5 +114,6 @@ def test_verl_cpu_print_shows_the_environment_then_the_trainer_command(
     at = words.index("-m")
     assert words[at - 1] == sys.executable and words[at + 1] == "verl.trainer.main_ppo"
     assert words[-1] == "trainer.save_freq=1"
-    assert f"data.train_files={corpus.resolve()}" in words
+    assert f"data.train_files={(corpus / 'sessions-train.parquet').resolve()}" in words
+    assert f"data.val_files={(corpus / 'sessions-val.parquet').resolve()}" in words
     assert not out.exists()  # printing runs nothing

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -135,15 +136,17 @@ def test_rollout_server_batches_requests_and_answers_the_policys_log_probs(home)
 
 
 def demo_rows(corpus: Path, out: Path) -> Path:
-    """The exported sessions.parquet's rows of the demo's shortest session, as they are."""
-    table = pq.read_table(corpus / "sessions.parquet")
+    """An export's directory holding one train row, of the demo's shortest session, as
+    it is, and the export's val split (validation is off: only named)."""
+    table = pq.read_table(corpus / "sessions-train.parquet")
     keep = [
         i
         for i, info in enumerate(table.column("extra_info").to_pylist())
         if info["session"] == SESSION
     ]
     out.mkdir()
-    pq.write_table(table.take(keep[:1]), out / "sessions.parquet")
+    pq.write_table(table.take(keep[:1]), out / "sessions-train.parquet")
+    shutil.copy(corpus / "sessions-val.parquet", out / "sessions-val.parquet")
     return out
 
 

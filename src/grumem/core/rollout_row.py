@@ -22,6 +22,7 @@ from grumem.core.rewards import last_evidence_turn
 from grumem.core.template import Budget, PromptBuilder
 from grumem.core.tokens import Tokens
 from grumem.errors import GrumemError, RolloutRowError
+from grumem.records.base import SplitName
 from grumem.records.prompt import TokenCounts
 from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
 from grumem.records.rollout_row import AGENT_NAME, EVIDENCE, LABELS, RolloutRow, RowChunk
@@ -48,11 +49,12 @@ def rollout_row(
     return_weights: ReturnWeights = EQUAL_WEIGHTS,
     data_source: str = "grumem",
     ability: str = ABILITY,
-    split: str = "train",
+    split: SplitName,
 ) -> dict[str, Any]:
     """The row of one (query, session): `chunks` are (rendered text, chunk_sha) in
     session order, `label(query_id, chunk_sha)` their evidence labels (None: no
-    label, refused naming the chunk). `index` is the row's place in its file."""
+    label, refused naming the chunk). `index` is the row's place in sessions.parquet,
+    `split` the session's (grumem.core.split)."""
     labels = []
     for t, (text, sha) in enumerate(chunks, start=1):
         if sha256_text(text) != sha:

@@ -1,26 +1,41 @@
 """README.md of an export: a dataset card in the Hugging Face convention.
 
 A YAML header (license placeholder, task categories, tags, and `configs`
-naming each parquet file, so `datasets.load_dataset(<corpus directory>)` and
-the Hub read turns.parquet, not every file of the directory), then the body:
+naming each parquet file by split, so `datasets.load_dataset(<corpus directory>)`
+and the Hub read turns-train.parquet as `train`, not every file of the directory
+as one), then the body:
 what a row is, every column of the parquet file with its type (taken from the
 schema the file is written with; a column without a description here is an
 error, so the card cannot fall behind the file), how the rewards and
-advantages are defined, the model, the template's sha256, κ with its n, and
-the summary's counts. Deterministic: the same export gives the same bytes.
+advantages are defined, the splits with their counts, the model, the template's
+sha256, κ with its n, and the summary's counts. Deterministic: the same export gives the same bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import yaml
 
+from grumem.core.split import SPLITS, SplitName, split_file
 from grumem.errors import GrumemError
 
 CARD = "README.md"
+# the Hub's names of the splits (its convention says `validation`)
+HUB_SPLITS: dict[SplitName, str] = {"train": "train", "val": "validation", "test": "test"}
+
+
+@dataclass(frozen=True)
+class SplitTable:
+    """The project's split (its fractions and seed, as words) and what each split holds:
+    split -> {what: count}, the same keys for every split."""
+
+    description: str
+    counts: Mapping[SplitName, Mapping[str, int]]
+
 
 # every column of turns.parquet, nested fields by their dotted path
 COLUMNS: dict[str, str] = {
@@ -33,8 +48,8 @@ COLUMNS: dict[str, str] = {
     "reward_model.style": "`rule`: grumem's compute_score scores a new answer",
     "reward_model.ground_truth": "the turn's evidence label as text (`yes` or `no`)",
     "extra_info": "grumem's record of the turn",
-    "extra_info.split": "`train`",
-    "extra_info.index": "the row's place in the file",
+    "extra_info.split": "the session's split: `train`, `val` or `test`",
+    "extra_info.index": "the row's place in turns.parquet (unique in a split's file too)",
     "extra_info.trajectory_id": "project/query/session/sample",
     "extra_info.t": "the turn, from 1",
     "extra_info.chunk_sha": "sha256 of the section (the rendered chunk)",
@@ -118,12 +133,16 @@ def card_text(
     response_models: Mapping[str, int],
     template: tuple[str, str] | None,
     sessions_schema: pa.Schema | None = None,
+    *,
+    splits: SplitTable,
 ) -> str:
     """The card of an export: its summary, the schema its turns.parquet is written with,
-    the models (requested; as answered) with their counts, (template name, sha256)."""
+    the models (requested; as answered) with their counts, (template name, sha256), and
+    its splits."""
     lines = [
-        *_header(summary, sessions_schema is not None),
+        *_header(summary, sessions_schema is not None, splits),
         *_introduction(summary["inputs"]),
+        *_splits(splits, sessions_schema is not None),
         *_turns_columns(turns_schema),
         *_sessions_columns(sessions_schema),
         *_rewards(summary["advantages"]),
@@ -133,13 +152,13 @@ def card_text(
     return "\n".join(lines)
 
 
-def _header(summary: Mapping[str, Any], with_sessions: bool) -> list[str]:
+def _header(summary: Mapping[str, Any], with_sessions: bool, splits: SplitTable) -> list[str]:
     """The YAML front matter: the Hub reads the license, tags and each parquet's config."""
-    configs: list[dict[str, Any]] = [
-        {"config_name": "turns", "data_files": "turns.parquet", "default": True}
-    ]
+    turns = _split_files("turns.parquet", splits, "turns")
+    configs: list[dict[str, Any]] = [{"config_name": "turns", "data_files": turns, "default": True}]
     if with_sessions:
-        configs.append({"config_name": "sessions", "data_files": "sessions.parquet"})
+        sessions = _split_files("sessions.parquet", splits, "sessions rows")
+        configs.append({"config_name": "sessions", "data_files": sessions})
     header = {
         "license": "other",
         "license_name": "unset",
@@ -153,6 +172,45 @@ def _header(summary: Mapping[str, Any], with_sessions: bool) -> list[str]:
         "---",
         yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip("\n"),
         "---",
+        "",
+    ]
+
+
+def _split_files(name: str, splits: SplitTable, rows: str) -> list[dict[str, str]]:
+    """A config's data_files by split, as the Hub reads them: the splits with rows
+    (`datasets` refuses to load a split of no rows, so an empty split is left out)."""
+    return [
+        {"split": HUB_SPLITS[s], "path": split_file(name, s)}
+        for s in SPLITS
+        if splits.counts[s][rows]
+    ]
+
+
+def _splits(splits: SplitTable, with_sessions: bool) -> list[str]:
+    """Which split a session is in, the files of each split, and what each holds."""
+    names = ["turns.parquet", *(["sessions.parquet"] if with_sessions else [])]
+    whats = list(splits.counts[SPLITS[0]])
+    rows = [
+        f"| `{s}` (`{HUB_SPLITS[s]}`) | "
+        + ", ".join(f"`{split_file(n, s)}`" for n in names)
+        + " | "
+        + " | ".join(str(splits.counts[s][w]) for w in whats)
+        + " |"
+        for s in SPLITS
+    ]
+    return [
+        "## Splits",
+        "",
+        "Every session is in one split, and all its rows with it (`extra_info.split`): its",
+        'split is drawn from sha256 of `"{seed}:{session}"`, so adding sessions moves no other',
+        f"({splits.description}). {' and '.join(f'`{n}`' for n in names)} hold every",
+        "row; each split's rows are also a file of their own, the files the trainer reads",
+        "(`grumem verl-config` names train and val) and the Hub's configs name (but for",
+        "a split of no rows, which `datasets` would refuse to load).",
+        "",
+        "| split (Hub) | files | " + " | ".join(whats) + " |",
+        "|---|---|" + "---|" * len(whats),
+        *rows,
         "",
     ]
 

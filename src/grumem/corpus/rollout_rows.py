@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from grumem.core.chunk_text import Chunk
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import rollout_row
+from grumem.core.split import SPLITS, Split, SplitName
 from grumem.core.template import Budget
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing
-from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, statistics_columns
+from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, parquet_writer
 from grumem.errors import GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
 from grumem.records.return_weights import ReturnWeights
@@ -101,6 +101,7 @@ class RowSettings:
     return_weights: ReturnWeights
     data_source: str
     ability: str
+    split: Split
 
 
 class SessionChunks:
@@ -167,6 +168,7 @@ def rollout_rows(
     index = 0
     for session in sorted(sessions.shas):
         chunks = sessions.chunks(session)
+        split = settings.split.of(session)
         for q in sorted(queries, key=lambda q: q["id"]):
             row = rollout_row(
                 index,
@@ -183,35 +185,60 @@ def rollout_rows(
                 return_weights=settings.return_weights,
                 data_source=settings.data_source,
                 ability=settings.ability,
+                split=split,
             )
             yield row
             index += 1
 
 
-def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[dict[str, Any]]) -> int:
-    """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time; how many."""
-    writer = pq.ParquetWriter(
-        sink,
-        SESSIONS_SCHEMA,
-        compression="zstd",
-        write_statistics=statistics_columns(SESSIONS_SCHEMA, _NO_STATISTICS),
-    )
-    n = 0
+def write_rollout_rows(
+    sink: str | IO[bytes],
+    rows: Iterable[dict[str, Any]],
+    split_sinks: Mapping[SplitName, tuple[str | IO[bytes], dict[bytes, bytes]]] | None = None,
+) -> dict[SplitName, int]:
+    """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time, and each
+    row also into its split's sink of `split_sinks` (sink, the file's metadata); a split
+    without rows gets a file of no rows, with the schema. How many rows each split got."""
+    counts: dict[SplitName, int] = dict.fromkeys(SPLITS, 0)
+    writers: dict[SplitName | None, _RowWriter] = {None: _RowWriter(sink)}
     try:
-        group: list[dict[str, Any]] = []
-        size = 0
+        for name, (split_sink, metadata) in (split_sinks or {}).items():
+            writers[name] = _RowWriter(split_sink, metadata)
         for row in rows:
-            group.append(row)
-            size += row_size(row)
-            n += 1
-            if len(group) >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                writer.write_table(pa.Table.from_pylist(group, schema=SESSIONS_SCHEMA))
-                group, size = [], 0
-        if group:
-            writer.write_table(pa.Table.from_pylist(group, schema=SESSIONS_SCHEMA))
+            split = row["extra_info"]["split"]
+            counts[split] += 1
+            writers[None].add(row)
+            if split in writers:
+                writers[split].add(row)
+        for writer in writers.values():
+            writer.flush()
     finally:
-        writer.close()
-    return n
+        for writer in writers.values():
+            writer.close()
+    return counts
+
+
+class _RowWriter:
+    """sessions rows into one parquet file, a row group at a time."""
+
+    def __init__(self, sink: str | IO[bytes], metadata: dict[bytes, bytes] | None = None):
+        self._writer = parquet_writer(sink, SESSIONS_SCHEMA, _NO_STATISTICS, metadata)
+        self._group: list[dict[str, Any]] = []
+        self._size = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._group.append(row)
+        self._size += row_size(row)
+        if len(self._group) >= ROW_GROUP_ROWS or self._size >= ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._group:
+            self._writer.write_table(pa.Table.from_pylist(self._group, schema=SESSIONS_SCHEMA))
+            self._group, self._size = [], 0
+
+    def close(self) -> None:
+        self._writer.close()
 
 
 def row_size(row: Mapping[str, Any]) -> int:

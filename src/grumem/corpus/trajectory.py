@@ -10,6 +10,7 @@ import fastjsonschema
 from grumem.core.evidence import Labels
 from grumem.core.json_text import dumps_bytes_where
 from grumem.core.rewards import TurnGates, score_trajectory
+from grumem.core.split import Split
 from grumem.corpus.log_reader import (
     TRAJECTORY_FIELDS,
     LogTrajectory,
@@ -78,10 +79,12 @@ def trajectory(
     labels: Labels,
     sessions: dict[str, list[str]] | None,
     missing: Missing,
+    split: Split,
     rewards_only: bool = False,
 ) -> dict[str, Any] | None:
     """One trajectory's corpus record: None when it has no turn, or while labels are
-    missing (they are counted in `missing`, to be named all at once).
+    missing (they are counted in `missing`, to be named all at once). Its session's
+    place in `split` goes into the record, and so into each of its rows.
 
     `rewards_only` (the export's scoring pass) leaves out the prompts, the responses
     and the earlier asks but their `parsed`, and so skips the recordings' checks:
@@ -148,6 +151,7 @@ def trajectory(
         "t_exit": rewards.t_exit,
         "t_last_evidence": rewards.t_last_evidence,
         **{name: getattr(first, name) for name in TRAJECTORY_FIELDS},
+        "split": split.of(first.session),
         "aborted": None
         if traj.abort is None or abort is None
         else {"t": traj.abort[1].t, "reason": abort.reason, "component": abort.component},

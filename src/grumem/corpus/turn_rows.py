@@ -106,20 +106,30 @@ def statistics_columns(schema: pa.Schema, without: set[str]) -> list[str]:
     return [c for c in leaves if c not in without]
 
 
+def parquet_writer(
+    sink: str | IO[bytes],
+    schema: pa.Schema,
+    without_statistics: set[str],
+    metadata: dict[bytes, bytes] | None = None,
+) -> pq.ParquetWriter:
+    """A corpus parquet file's writer: zstd, statistics for the small columns only, and
+    `metadata` in its schema. No created_by override needed: pyarrow writes its
+    version, not a time, so equal rows give equal bytes (tests check)."""
+    return pq.ParquetWriter(
+        sink,
+        schema.with_metadata(metadata) if metadata else schema,
+        compression="zstd",
+        write_statistics=statistics_columns(schema, without_statistics),
+    )
+
+
 class ParquetSink:
     """verl rows, kept as columns and written one row group at a time. (Writing each
     row group in a thread while the next is read cost 10 MiB more peak memory at 1M
     turns than at 100k, the allocator's, for no CPU saved: not done.)"""
 
-    def __init__(self, sink: str | IO[bytes]):
-        # no created_by override needed: pyarrow writes its version, not a time,
-        # so equal rows give equal bytes (tests check)
-        self._writer = pq.ParquetWriter(
-            sink,
-            PARQUET_SCHEMA,
-            compression="zstd",
-            write_statistics=statistics_columns(PARQUET_SCHEMA, _NO_STATISTICS),
-        )
+    def __init__(self, sink: str | IO[bytes], metadata: dict[bytes, bytes] | None = None):
+        self._writer = parquet_writer(sink, PARQUET_SCHEMA, _NO_STATISTICS, metadata)
         self._clear()
 
     def _clear(self) -> None:
@@ -207,7 +217,7 @@ def trajectory_columns(
         "ability": [ability] * n,
         "style": ["rule"] * n,
         "ground_truth": ["yes" if turn["label"] else "no" for turn in turns],
-        "split": ["train"] * n,
+        "split": [traj["split"]] * n,
         "index": list(range(first_index, first_index + n)),
         "aborted": [traj["aborted"] is not None] * n,
         "exit_gates": [[turn["exit_gate"] for turn in turns]] * n,

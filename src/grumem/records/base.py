@@ -52,6 +52,7 @@ __all__ = [
     "Positive",
     "Record",
     "Sha256",
+    "SplitName",
     "decoder",
     "shape_error",
 ]
@@ -65,6 +66,8 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 Number: TypeAlias = int | float
+# a session's split (grumem.core.split), in every exported row
+SplitName: TypeAlias = Literal["train", "val", "test"]
 
 
 class Fields(Protocol):

@@ -15,6 +15,11 @@ under the output directory:
   (grumem.corpus.rollout_rows), its chunks rendered as the prompts stage fills
   `{chunk}`, each chunk's label joined by chunk_sha; every chunk of every
   session needs a label;
+- `turns-{split}.parquet` and `sessions-{split}.parquet` for train, val and test:
+  the same rows, each in the file of its session's split (grumem.core.split; a
+  split without rows gets a file of no rows). verl 0.9.1's RLHFDataset loads every
+  file of data.train_files / data.val_files whole and filters no column, so a
+  split it trains or validates on must be a file of its own;
 - `summary.json`: the corpus's counts, also printed;
 - `README.md`: the dataset card (grumem.corpus.card).
 
@@ -50,9 +55,10 @@ from grumem.core.advantages import ALPHA
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import ABILITY
+from grumem.core.split import SPLITS, Split, SplitName, split_file
 from grumem.core.template import Budget
 from grumem.corpus.advantage_table import AdvantageTable, Scores
-from grumem.corpus.card import CARD, card_text
+from grumem.corpus.card import CARD, SplitTable, card_text
 from grumem.corpus.kappa_gate import check_kappa
 from grumem.corpus.log_reader import LogReader, group_trajectories
 from grumem.corpus.rollout_rows import (
@@ -109,6 +115,7 @@ class ExportInputs:
     level: str = "L1"
     budget: Budget = Budget()
     system: str | None = None
+    split: Split = Split()  # the project's train / val / test split
 
 
 def export(inputs: ExportInputs) -> dict[str, Any]:
@@ -131,20 +138,26 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
         (CARD, "w"),
         (TRAJECTORIES, "wb"),
         (TURNS, "wb"),
+        *((split_file(TURNS, s), "wb") for s in SPLITS),
     )
     if rows is not None:
-        files += ((SESSIONS, "wb"),)
+        files += ((SESSIONS, "wb"), *((split_file(SESSIONS, s), "wb") for s in SPLITS))
+    counts = SplitCounts.of(inputs.split, sessions)
     with atomic_files(inputs.out_dir, files) as out:
-        sink = ParquetSink(out[TURNS])
+        sinks = TurnSinks(out, inputs.split, inputs.project)
         try:
             _export_stream(
-                inputs, reader, labels, sessions, summary, sink, out[TRAJECTORIES], table
+                inputs, reader, labels, sessions, summary, sinks, out[TRAJECTORIES], table, counts
             )
-            sink.flush()
+            sinks.flush()
         finally:
-            sink.close()
+            sinks.close()
         if rows is not None:
-            write_rollout_rows(out[SESSIONS], rows)
+            split_sinks = {
+                s: (out[split_file(SESSIONS, s)], inputs.split.metadata(inputs.project, s))
+                for s in SPLITS
+            }
+            counts.rows = write_rollout_rows(out[SESSIONS], rows, split_sinks)
         if summary.turns == 0:
             raise GrumemError(
                 f"{inputs.log}: no trainable turns to export"
@@ -181,9 +194,73 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
                 summary.response_models,
                 template,
                 None if rows is None else SESSIONS_SCHEMA,
+                splits=counts.table(inputs.split),
             )
         )
     return result
+
+
+class TurnSinks:
+    """turns.parquet and its split files: a trajectory's rows go to both of its files."""
+
+    def __init__(self, out: dict[str, IO[Any]], split: Split, project: str | None):
+        self.all = ParquetSink(out[TURNS])
+        self.by_split = {
+            s: ParquetSink(out[split_file(TURNS, s)], split.metadata(project, s)) for s in SPLITS
+        }
+
+    def add_trajectory(
+        self, data_source: str, ability: str, record: dict[str, Any], first_index: int
+    ) -> None:
+        # one index in every file: the row's place in turns.parquet
+        for sink in (self.all, self.by_split[record["split"]]):
+            sink.add_trajectory(data_source, ability, record, first_index)
+
+    def flush(self) -> None:
+        for sink in (self.all, *self.by_split.values()):
+            sink.flush()
+
+    def close(self) -> None:
+        for sink in (self.all, *self.by_split.values()):
+            sink.close()
+
+
+@dataclass
+class SplitCounts:
+    """What each split holds, for the dataset card: sessions (of the chunk files, else
+    of the log), trajectories, turns and sessions rows."""
+
+    sessions: dict[SplitName, set[str]]
+    trajectories: dict[SplitName, int]
+    turns: dict[SplitName, int]
+    rows: dict[SplitName, int] | None = None
+
+    @classmethod
+    def of(cls, split: Split, sessions: dict[str, list[str]] | None) -> SplitCounts:
+        out = cls({s: set() for s in SPLITS}, dict.fromkeys(SPLITS, 0), dict.fromkeys(SPLITS, 0))
+        for session in sessions or ():
+            out.sessions[split.of(session)].add(session)
+        return out
+
+    def add(self, record: dict[str, Any]) -> None:
+        split = record["split"]
+        self.sessions[split].add(record["session"])
+        self.trajectories[split] += 1
+        self.turns[split] += len(record["turns"])
+
+    def table(self, split: Split) -> SplitTable:
+        return SplitTable(
+            split.describe(),
+            {
+                s: {
+                    "sessions": len(self.sessions[s]),
+                    "trajectories": self.trajectories[s],
+                    "turns": self.turns[s],
+                    **({} if self.rows is None else {"sessions rows": self.rows[s]}),
+                }
+                for s in SPLITS
+            },
+        )
 
 
 def _rollout_rows(
@@ -208,6 +285,7 @@ def _rollout_rows(
         return_weights=inputs.return_weights,
         data_source=inputs.data_source,
         ability=inputs.ability,
+        split=inputs.split,
     )
     return rollout_rows(inputs.project, queries, chunks, labels, settings)
 
@@ -217,7 +295,9 @@ def _score(inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] 
     out = Scores()
     missing = Missing()
     for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log, hash=False))):
-        record = trajectory(inputs.log, traj, labels, sessions, missing, rewards_only=True)
+        record = trajectory(
+            inputs.log, traj, labels, sessions, missing, inputs.split, rewards_only=True
+        )
         if record is not None and not missing:
             out.add(record)
     _raise_missing(inputs, missing)
@@ -230,14 +310,15 @@ def _export_stream(
     labels: Labels,
     sessions: dict[str, list[str]] | None,
     summary: Summary,
-    sink: ParquetSink,
+    sink: TurnSinks,
     out: IO[bytes],
     table: AdvantageTable,
+    counts: SplitCounts,
 ) -> None:
     missing = Missing()
     for traj in group_trajectories(inputs.log, iter(reader)):
         summary.trajectories_in_log += 1
-        record = trajectory(inputs.log, traj, labels, sessions, missing)
+        record = trajectory(inputs.log, traj, labels, sessions, missing, inputs.split)
         if traj.abort is not None:
             summary.aborted[traj.abort[1]["abort"]["reason"]] += 1
             if record is None and not traj.turns:
@@ -250,6 +331,7 @@ def _export_stream(
         out.write(b"\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
+        counts.add(record)
         sink.add_trajectory(inputs.data_source, inputs.ability, record, first_index)
     _raise_missing(inputs, missing)
 
@@ -292,6 +374,7 @@ def main(args: argparse.Namespace) -> int:
             level=settings["loop"]["level"],
             budget=Budget.from_config(settings["budget"]),
             system=settings["llm"]["system"],
+            split=Split.from_config(settings["split"]),
         )
     )
     print(format_summary(summary), file=sys.stderr)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from grumem.core.rollout_row import AGENT_NAME
 from grumem.errors import GrumemError
-from grumem.verl.turn_overrides import corpus_file
+from grumem.verl.turn_overrides import train_and_val_files
 
 SESSIONS = "sessions.parquet"  # the export's file name
 ROLLOUT_N = 4
@@ -36,15 +36,14 @@ def online_overrides(
     max_prompt_length: int | None = None,
     max_response_length: int | None = None,
 ) -> list[str]:
-    """The overrides, shell-quoted. `corpus` is an export's directory (or its
-    sessions.parquet); lengths default to its first row's budget."""
+    """The overrides, shell-quoted. `corpus` is an export's directory (its train and val
+    splits) or a file to train on; lengths default to its first row's budget."""
     if rollout_n < 2:
         raise GrumemError(
             f"--rollout-n {rollout_n}: the advantages are normalised within the rollouts of a"
             " row, so a group needs at least 2"
         )
-    train = corpus_file(corpus, SESSIONS, "--corpus")
-    val = train if val_corpus is None else corpus_file(val_corpus, SESSIONS, "--val-corpus")
+    train, val = train_and_val_files(corpus, val_corpus, SESSIONS)
     budget = first_budget(train)
     prompt = (
         budget["context"] - budget["response"] if max_prompt_length is None else max_prompt_length

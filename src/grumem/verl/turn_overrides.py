@@ -2,8 +2,9 @@
 
 `grumem verl-config --corpus results/demo/corpus` prints them, one a line, for
 `python -m verl.trainer.main_ppo $(grumem verl-config …) <your model, GPUs…>`:
-the corpus's turns.parquet as train (and, unless given, validation) files, its
-chat-message `prompt` column, and grumem/verl/reward.py as the custom reward
+the corpus's train split (turns-train.parquet) to train on and its val split
+(turns-val.parquet) to validate on, never one file for both, its chat-message
+`prompt` column, and grumem/verl/reward.py as the custom reward
 function (verl loads it by path; grumem must be installed where verl runs, the
 `[verl]` extra). Prompt and response lengths default to the corpus budget's
 (config budget.context 32768 less budget.response 2048): verl's own default of
@@ -13,11 +14,15 @@ function (verl loads it by path; grumem must be installed where verl runs, the
 from __future__ import annotations
 
 import inspect
+import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from grumem.errors import GrumemError
+import pyarrow.parquet as pq
+
+from grumem.core.split import SPLIT_METADATA, SplitName, split_file
+from grumem.errors import GrumemError, SplitError
 
 TURNS = "turns.parquet"  # the export's file name (grumem.stages.export.TURNS)
 MAX_PROMPT_LENGTH = 32768 - 2048
@@ -40,8 +45,7 @@ def turn_overrides(
 ) -> list[str]:
     """The overrides, shell-quoted. `corpus` is an export's directory (or its
     turns.parquet); it must exist, or the trainer would fail much later."""
-    train = corpus_file(corpus, TURNS, "--corpus")
-    val = train if val_corpus is None else corpus_file(val_corpus, TURNS, "--val-corpus")
+    train, val = train_and_val_files(corpus, val_corpus, TURNS)
     out = [
         f"data.train_files={train}",
         f"data.val_files={val}",
@@ -71,3 +75,61 @@ def corpus_file(corpus: str | Path, name: str, option: str) -> Path:
             " (snakemake all, or grumem export … --out-dir DIR)"
         )
     return path.resolve()
+
+
+def train_and_val_files(
+    corpus: str | Path, val_corpus: str | Path | None, name: str
+) -> tuple[Path, Path]:
+    """The files verl trains and validates on, two of them and neither empty. `corpus` is an
+    export's directory (its train split file of `name`: turns-train.parquet for
+    turns.parquet) or a file to train on; `val_corpus` a directory (its val split file)
+    or a file, by default the corpus's val split. verl 0.9.1's RLHFDataset reads every
+    file it is given whole and filters no column: the splits are files of their own."""
+    train = corpus_file(corpus, split_file(name, "train"), "--corpus")
+    if val_corpus is None and not Path(corpus).is_dir():
+        raise GrumemError(
+            f"--corpus {corpus}: a file to train on, and no file to validate on: give"
+            f" --val-corpus, or the export's directory (its {split_file(name, 'train')} and"
+            f" {split_file(name, 'val')})"
+        )
+    val_option = "--corpus" if val_corpus is None else "--val-corpus"
+    val = corpus_file(
+        corpus if val_corpus is None else val_corpus, split_file(name, "val"), val_option
+    )
+    if train == val:
+        raise GrumemError(
+            f"{train}: named to train and to validate on; validate on sessions not trained"
+            " on (the export's val split, or another file with --val-corpus)"
+        )
+    _has_rows(train, "train")
+    _has_rows(val, "val")
+    return train, val
+
+
+def _has_rows(path: Path, split: SplitName) -> None:
+    """`path` holds rows; an empty split file is refused naming its project, split and
+    fractions (the export writes them into its metadata)."""
+    try:
+        f = pq.ParquetFile(path)
+    except (OSError, ValueError) as e:
+        raise GrumemError(
+            f"{path}: not a parquet file ({type(e).__name__}: {e}); export the corpus again"
+        ) from None
+    if f.metadata.num_rows:
+        return
+    meta = (f.schema_arrow.metadata or {}).get(SPLIT_METADATA)
+    if meta is None:
+        raise SplitError(None, f"{path} has no rows: nothing to {_USE[split]}")
+    m = json.loads(meta)
+    whose = f"project {m['project']}'s " if m["project"] else "the "
+    raise SplitError(
+        None,
+        f"{path} has no rows: {whose}{m['split']} split is empty"
+        f" (train {m['train']:g} / val {m['val']:g} / test {m['test']:g}, seed {m['seed']},"
+        f" drew none of its sessions into {m['split']}), so there is nothing to"
+        f" {_USE[split]}. Set the project's `split:` (fractions or seed) so that"
+        f" {m['split']} gets a session, and export again",
+    )
+
+
+_USE = {"train": "train on", "val": "validate on"}
