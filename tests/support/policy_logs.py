@@ -192,11 +192,11 @@ def policy_log(
                             "error": None,
                         },
                         # the gates stage's strict parse of the recorded answer
-                        **interpret_content(content, "stop"),
+                        **interpret_content(content, "stop").to_dict(),
                     }
                 )
             last_ask = asks[-1]
-            after = memory_after(memory, last_ask)
+            after = memory_after(memory, interpret_content(last_ask["content"], "stop"))
             line = {
                 **base,
                 "status": "ok",
