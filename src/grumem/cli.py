@@ -25,6 +25,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from grumem.config.settings import add_settings_arguments
+from grumem.core.split import SPLITS
 from grumem.errors import GrumemError
 from grumem.io.progress import stderr_also_to
 
@@ -92,6 +93,12 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
     add_required(p, project="the project", queries="queries YAML")
     p.add_argument("--template", default=None, help="default templates/gru-mem.txt")
     p.add_argument("--sessions", default=None, help="the project's session index (grumem sessions)")
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=None,
+        help="only the sessions of this split (by the settings' `split`): an evaluation's",
+    )
     add_required(p, out="the shard's prompts (JSON Lines)")
     add_chunk_inputs(p)
     p.set_defaults(handler="grumem.stages.prompts:main")
@@ -109,6 +116,11 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
     add_llm_job_options(p)
     add_required(
         p, prompts="the shard's prompts (grumem prompts)", out="the shard's responses (JSON Lines)"
+    )
+    p.add_argument(
+        "--policy",
+        default=None,
+        help="the evaluated policy whose llm block --settings holds: errors name it",
     )
     p.set_defaults(handler="grumem.stages.responses:main")
 
