@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from grumem.io.jsonl import read_jsonl
 from support.evaluate import DEMO_HAND_COUNT, always_continue, end_at_1, follow_labels
 from support.harness import start_fake_server
-from support.workflow import demo_project, jobs, snakemake, write_config
+from support.workflow import REPO, demo_project, jobs, snakemake, write_config
 
 EVAL = "results/demo/eval"
 # every session of the demo held out: 10 (query, session) trajectories a policy
@@ -255,3 +257,36 @@ def test_a_policy_whose_server_is_down_fails_alone(tmp_path, fake_server) -> Non
     # the demo's test split: demo-04 (9 chunks), read to its last evidence (7) or all
     assert len(up_log) == 7 + 9
     assert not (tmp_path / EVAL / "compare.json").exists()
+
+
+# ---------------------------------------------------------------- the demo, replayed
+
+DEMO_COMPARE = REPO / "fixtures" / "expected" / "demo-compare.md"
+
+
+def test_the_demos_evaluate_replays_the_embedded_models_recorded_answers(tmp_path) -> None:
+    """config.yaml's two policies, the embedded model with and without its gate grammar,
+    on the demo's test split: answered from the recording of
+    scripts/record_evaluate_demo.py (fixtures/evaluate/cache/), no server started. The
+    comparison is the golden file, whose figures table the README shows."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "fixtures").symlink_to(REPO / "fixtures")
+    cache = tmp_path / "cache"
+    shutil.copytree(REPO / "fixtures" / "evaluate" / "cache", cache)
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    for llm in config["evaluate"]["policies"].values():
+        llm.update({"mode": "replay", "cache_dir": str(cache)})
+    (work / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    snakemake(work, "evaluate")
+    compare = (work / EVAL / "compare.md").read_text(encoding="utf-8")
+    assert compare == DEMO_COMPARE.read_text(encoding="utf-8")
+    # every line of the README's demo table is the comparison's
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("| figure | `free` | `grammar` |\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in shown.splitlines() if line.startswith("| ")]
+    assert len(rows) >= 3 and all(row in compare.splitlines() for row in rows), rows
+    # nothing was sent: the cache holds the recording only
+    assert sorted(p.name for p in cache.rglob("*.json")) == sorted(
+        p.name for p in (REPO / "fixtures" / "evaluate" / "cache").rglob("*.json")
+    )
