@@ -309,7 +309,8 @@ def _transcript_cases() -> list[Case]:
     for fmt in FORMATS:
         if fmt == "aider":
             continue  # Markdown: no JSON to nest
-        fixtures = sorted(p for p in (T / fmt).iterdir() if p.suffix != ".parquet")
+        # a folder's SOURCES.md says where its layouts come from: no transcript
+        fixtures = sorted(p for p in (T / fmt).iterdir() if p.suffix not in (".parquet", ".md"))
         for fixture in {p.suffix: p for p in fixtures}.values():
             if fixture.suffix == ".jsonl":
                 cases.append(_jsonl_transcript(fmt, fixture))
