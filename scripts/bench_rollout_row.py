@@ -33,7 +33,7 @@ from typing import Any
 from grumem.config.settings import load_queries
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
-from grumem.core.rollout_row import ABILITY, WEIGHTS, session_row
+from grumem.core.rollout_row import ABILITY, rollout_row
 from grumem.core.template import Budget
 from grumem.corpus.rollout_rows import (
     RowSettings,
@@ -44,6 +44,8 @@ from grumem.corpus.rollout_rows import (
 from grumem.io.labels import load_labels
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
+from grumem.records.return_weights import EQUAL_WEIGHTS
+from grumem.records.rollout_row import RolloutRow
 from grumem.verl.session_row import without_chunk_texts
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
@@ -56,13 +58,14 @@ def demo_rows() -> list[dict[str, Any]]:
         template_sha256=sha256_text(load_template(GRU_MEM_TEMPLATE)),
         system=None,
         alpha=ALPHA,
-        return_weights=WEIGHTS,
+        return_weights=EQUAL_WEIGHTS,
         data_source="grumem",
         ability=ABILITY,
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    return list(rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
+    rows = rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings)
+    return [row.to_dict() for row in rows]  # the JSON values verl's dataset holds
 
 
 def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str, Any]:
@@ -79,7 +82,7 @@ def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str
         texts.append(counter.encoder.decode_bytes(ids).decode("utf-8", errors="ignore"))
     info = template_row["extra_info"]
     query = {"id": info["query_id"], "question": info["question"]}
-    return session_row(
+    return rollout_row(
         0,
         info["project"],
         query,
@@ -89,12 +92,12 @@ def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str
         level=info["level"],
         budget=Budget(),
         template_sha256=info["template_sha256"],
-    )
+    ).to_dict()
 
 
 def parquet_bytes(rows: list[dict[str, Any]]) -> int:
     buffer = io.BytesIO()
-    write_rollout_rows(buffer, rows)
+    write_rollout_rows(buffer, [RolloutRow.convert(row) for row in rows])
     return buffer.tell()
 
 

@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grumem.core.json_text import dumps
-from grumem.corpus.trajectory import check_trajectory, record_bytes
-from grumem.errors import GrumemError, RecordError
+from grumem.errors import GrumemError, RecordError, RecordShapeError
 from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.io.typed import (
     checked_document,
     decode_line,
+    encode_checked,
     read_checked,
     read_records,
     write_records,
@@ -300,25 +300,28 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [*records, extra]
 
 
-def test_every_exported_trajectory_passes_the_check(corpus):
+def test_every_exported_trajectory_passes_the_check(corpus, tmp_path: Path):
     for record in corpus:
         assert schema_accepts(record, "trajectory")
-        check_trajectory(record)
-        assert Trajectory.convert(record).to_dict() == record
+        typed = Trajectory.convert(record)
+        assert typed.to_dict() == record
+        line = encode_checked(typed, Trajectory, tmp_path / "t.jsonl", 1)
+        assert line == dumps(record).encode("utf-8")
 
 
 def test_trajectory_mutations_pass_the_check_exactly_when_the_schema_accepts_them(corpus):
     """Every field of every trajectory (nested ones too) set to each JSON type, deleted,
-    or given an unknown sibling, plus each r_exit value: the check accepts what the
-    schema accepts, and names it otherwise."""
+    or given an unknown sibling, plus each r_exit value: the check the export runs on
+    each line it writes (its class decoding it) accepts what the schema accepts, and
+    names the field otherwise."""
     accepted = refused = 0
     for record in corpus:
         ms = [mutated(record, ("r_exit",), v) for v in (0, 0.0, -0.75, -0.5, -1, 0.5, False)]
         for m in ms + mutants(record):
             try:
-                check_trajectory(m)
-            except GrumemError as e:
-                assert str(e).startswith("internal error: trajectory"), str(e)
+                Trajectory.decode(dumps(m).encode("utf-8"))
+            except RecordShapeError as e:
+                assert e.why, str(e)
                 refused += 1
                 if schema_accepts(m, "trajectory"):
                     assert _an_integral_float_in(m), m
@@ -328,24 +331,42 @@ def test_trajectory_mutations_pass_the_check_exactly_when_the_schema_accepts_the
     assert accepted and refused
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
+def test_a_trajectory_built_wrong_is_refused_naming_its_field(corpus, tmp_path: Path):
+    """A record's constructor checks no type: the export's writer does, before the line
+    is written."""
+    record = Trajectory.convert(corpus[0])
+    path = tmp_path / "trajectories.jsonl"
+    turn = msgspec.structs.replace(record.turns[1], r_update=0)
+    for bad, field in [
+        (msgspec.structs.replace(record, r_format=2), "r_format"),
+        (msgspec.structs.replace(record, turns=[record.turns[0], turn]), "turns.1.r_update"),
+        (msgspec.structs.replace(record, turns=[]), "turns"),
+    ]:
+        with pytest.raises(RecordError) as e:
+            encode_checked(bad, Trajectory, path, 7)
+        assert (e.value.path, e.value.line, e.value.field) == (str(path), 7, field), str(e.value)
+
+
+# a parse failure's keys in the schema's order, as the log holds them
+PARSE_ERROR = st.builds(
+    lambda tag, reason, raw: {"tag": tag, "reason": reason, "raw": raw},
+    st.sampled_from(["think", "check", "update", "next", "response"]),
+    st.text(),
+    st.text(),
 )
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     advantages=st.lists(st.none() | st.floats(allow_nan=False), min_size=3, max_size=3),
-    parse_error=st.dictionaries(st.text(), JSON, max_size=3),
+    parse_error=PARSE_ERROR,
 )
 def test_record_bytes_are_what_dumps_writes(corpus, advantages, parse_error):
-    """orjson writes the line only where it agrees with the reference byte for byte:
-    tiny, huge and negative-zero floats, odd parse errors included."""
+    """A trajectory's line is msgspec's only where it agrees with the reference byte for
+    byte: tiny, huge and negative-zero floats, odd parse errors included."""
     record = copy.deepcopy(corpus[-1])
     for turn in record["turns"]:
         turn["advantage"], turn["advantage_traj"], turn["advantage_turn"] = advantages
         for ask in turn["earlier_asks"]:
             ask["parse_error"] = parse_error
-    assert record_bytes(record) == dumps(record).encode("utf-8")
+    assert Trajectory.convert(record).encode() == dumps(record).encode("utf-8")

@@ -18,13 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from grumem.core.advantages import ScoredTrajectory, TurnAdvantage
 from grumem.core.chunk_text import render_records
 from grumem.core.json_text import dumps, sha256_text
 from grumem.corpus.card import CARD
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError, RecordError
 from grumem.io.jsonl import read_jsonl, sha256_file, validate
 from grumem.io.template_files import load_prompt_builder
+from grumem.io.typed import read_records
 from grumem.records.return_weights import EQUAL_WEIGHTS
+from grumem.records.summary import CorpusSummary
+from grumem.records.trajectory import Trajectory
 from grumem.stages.export import SUMMARY, TRAJECTORIES, TURNS, export, format_summary
 from support.export import FILES, FIXTURE, calibrate, inputs, log_lines, rewrite_log, verl_rows
 
@@ -240,7 +244,7 @@ def test_a7_refuses_without_calibration(work: Path) -> None:
 
 
 def test_a8_summary_counts(work: Path) -> None:
-    summary = export(inputs(work))
+    summary = export(inputs(work)).to_dict()
     on_disk = json.loads((work / "corpus" / SUMMARY).read_text(encoding="utf-8"))
     assert on_disk == summary
     validate(summary, "summary")
@@ -497,15 +501,15 @@ def test_chunk_files_give_whole_session_evidence(work: Path) -> None:
         t for t in trajectories(work / "turns-only") if t["trajectory_id"] == "demo/q1/s-beta/1"
     )
     assert (t3["t_exit"], t3["t_last_evidence"], t3["r_exit"]) == (2, 2, 0)  # blind to t=5
-    summary = json.loads((work / "turns-only" / SUMMARY).read_text(encoding="utf-8"))
-    assert summary["levels"] == {"L1": 4, "L2": 1}
+    summary = CorpusSummary.decode((work / "turns-only" / SUMMARY).read_bytes())
+    assert summary.levels.to_dict() == {"L1": 4, "L2": 1}
     assert "pass --chunks" in format_summary(summary)
     summary = export(inputs(work, out="sessions", chunks=(str(work / "chunks.jsonl"),)))
     t3 = next(
         t for t in trajectories(work / "sessions") if t["trajectory_id"] == "demo/q1/s-beta/1"
     )
     assert (t3["t_exit"], t3["t_last_evidence"], t3["r_exit"]) == (2, 5, -0.75)
-    assert summary["inputs"]["t_last_evidence_over"] == "session chunks"
+    assert summary.inputs.t_last_evidence_over == "session chunks"
 
 
 def test_chunk_files_must_match_the_log(work: Path) -> None:
@@ -721,7 +725,7 @@ def test_aborted_trajectory_has_no_r_exit(work: Path) -> None:
     assert t5["aborted"]["reason"] == "budget"
     assert t5["t_last_evidence"] == 1
     assert (t5["r_exit"], t5["r_exit_reason"], t5["t_exit"]) == (None, "aborted", None)
-    assert summary["r_exit"]["aborted"] == 1 and summary["r_exit"]["late"] == 1
+    assert summary.r_exit.aborted == 1 and summary.r_exit.late == 1
     rows = pq.read_table(work / "corpus" / TURNS).column("extra_info").to_pylist()
     t5_rows = [r for r in rows if r["trajectory_id"] == "demo/q2/s-beta/0"]
     assert {(r["r_exit"], r["r_exit_reason"]) for r in t5_rows} == {(None, "aborted")}
@@ -754,7 +758,7 @@ def test_l2_server_failure_before_evidence_has_no_r_exit(work: Path) -> None:
     assert [t["t"] for t in t3["turns"]] == [1] and t3["turns"][0]["exit_gate"] is False
     assert t3["aborted"]["reason"] == "request_failed" and t3["t_last_evidence"] == 5
     assert (t3["r_exit"], t3["r_exit_reason"], t3["t_exit"]) == (None, "aborted", None)
-    assert summary["r_exit"]["early"] == 0 and summary["r_exit"]["aborted"] == 2
+    assert summary.r_exit.early == 0 and summary.r_exit.aborted == 2
 
 
 def test_ran_out_of_chunks_keeps_the_last_turn(work: Path) -> None:
@@ -803,7 +807,7 @@ def test_no_parsed_turn_has_no_r_exit(work: Path) -> None:
     t1 = _by_id(work / "corpus")["demo/q1/s-alpha/0"]
     assert t1["t_last_evidence"] == 2 and t1["r_format"] == 0
     assert (t1["r_exit"], t1["r_exit_reason"], t1["t_exit"]) == (None, "no_exit_gate", None)
-    assert summary["r_exit"]["no_exit_gate"] == 1
+    assert summary.r_exit.no_exit_gate == 1
 
 
 def _edit_body(rec: dict, old: str, new: str) -> dict:
@@ -864,8 +868,8 @@ def test_reask_makes_r_format_zero(work: Path) -> None:
             "parse_error": earlier["parse_error"],
         }
     ]
-    assert summary["reasks"] == {"turns": 1, "asks": 1}
-    assert summary["r_format"]["pass"] == 3
+    assert summary.reasks.to_dict() == {"turns": 1, "asks": 1}
+    assert summary.r_format.pass_ == 3
     # the earlier ask's text is checked against its body like the last one's
     rewrite_log(
         work,
@@ -886,7 +890,7 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     monkeypatch.setattr(turn_rows, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
     export(inputs(work))
     rows, sizes = [], []
-    for record in trajectories(work / "corpus"):
+    for _, record in read_records(work / "corpus" / TRAJECTORIES, Trajectory):
         for row, size in verl_rows("grumem", "memory_gating", record, len(rows)):
             rows.append(row)
             sizes.append(size)
@@ -912,16 +916,29 @@ def test_advantage_table_fills_in_scoring_order_only(work: Path) -> None:
     from grumem.corpus.advantage_table import AdvantageTable, Scores
 
     export(inputs(work))
-    records = trajectories(work / "corpus")
+    records = [r for _, r in read_records(work / "corpus" / TRAJECTORIES, Trajectory)]
     scores = Scores()
     for r in records:
-        scores.add(r)
+        scores.add(r.trajectory_id, _scored(r))
     table = AdvantageTable(scores, ALPHA, EQUAL_WEIGHTS)
-    first = json.loads(json.dumps(records[0]))
-    table.fill(first)
-    assert first == records[0]  # the same advantages again
+    first = records[0]
+    got = table.next(first.trajectory_id, [(t.t, t.r_update) for t in first.turns])
+    assert got == _advantages(first)  # the same advantages again
     with pytest.raises(GrumemError, match="not the one the export's first pass scored"):
-        table.fill(records[2])
+        table.next(records[2].trajectory_id, [(t.t, t.r_update) for t in records[2].turns])
+
+
+def _scored(record: Trajectory) -> ScoredTrajectory:
+    """What the scoring pass keeps of a trajectory, from its exported record."""
+    pairs = tuple((t.t, t.r_update) for t in record.turns)
+    group = (record.project, record.query_id, record.session)
+    return ScoredTrajectory(group, pairs, record.r_exit, record.r_format)
+
+
+def _advantages(record: Trajectory) -> list[TurnAdvantage]:
+    return [
+        TurnAdvantage(t.t, t.advantage, t.advantage_traj, t.advantage_turn) for t in record.turns
+    ]
 
 
 # ---------------------------------------------------------------- sessions.parquet

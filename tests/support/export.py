@@ -10,6 +10,7 @@ from grumem.core.json_text import dumps
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
 from grumem.corpus.turn_rows import ADVANTAGES, row_size
 from grumem.io.jsonl import read_jsonl
+from grumem.records.trajectory import Trajectory
 from grumem.stages.export import (
     ExportInputs,
 )
@@ -58,11 +59,12 @@ def rewrite_log(work: Path, edit) -> None:
 
 
 def verl_rows(
-    data_source: str, ability: str, traj: dict[str, Any], first_index: int
+    data_source: str, ability: str, record: Trajectory, first_index: int
 ) -> Iterator[tuple[dict[str, Any], int]]:
     """A trajectory's verl rows, one dict a turn, with their sizes: the oracle of the
     export's columnar build (grumem.corpus.turn_rows); `first_index` is its first
     row's place in the file."""
+    traj = record.to_dict()
     exit_gates = [turn["exit_gate"] for turn in traj["turns"]]
     # r_format of a new answer to turn t also needs every other recorded ask
     failures = sum(
@@ -71,7 +73,7 @@ def verl_rows(
     for i, turn in enumerate(traj["turns"]):
         others_parsed = failures - (not turn["parsed"]) == 0
         row = verl_row(data_source, ability, traj, turn, first_index + i, exit_gates, others_parsed)
-        yield row, row_size(turn)
+        yield row, row_size(record.turns[i])
 
 
 def verl_row(

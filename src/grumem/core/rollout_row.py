@@ -2,15 +2,14 @@
 tests' demo rows are made by it, and grumem.verl's agent loop reads it back.
 
 Pure: the chunks come rendered (the text that fills `{chunk}`, with its sha), the
-labels as a function of (query_id, chunk_sha); the row is checked as its typed
-record (grumem.records.rollout_row) before it is returned.
+labels as a function of (query_id, chunk_sha); the row is returned as its typed
+record (grumem.records.rollout_row), checked in the making.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
 
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
@@ -44,7 +43,7 @@ def rollout_row(
     data_source: str = "grumem",
     ability: str = ABILITY,
     split: str = "train",
-) -> dict[str, Any]:
+) -> RolloutRow:
     """The row of one (query, session): `chunks` are (rendered text, chunk_sha) in
     session order, `label(query_id, chunk_sha)` their evidence labels (None: no
     label, refused naming the chunk). `index` is the row's place in its file."""
@@ -85,5 +84,4 @@ def rollout_row(
             "return_weights": return_weights.to_dict(),
         },
     }
-    RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
-    return row
+    return RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")

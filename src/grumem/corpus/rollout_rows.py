@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,6 +35,7 @@ from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, statistics_
 from grumem.errors import GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
 from grumem.records.return_weights import ReturnWeights
+from grumem.records.rollout_row import RolloutRow
 
 SESSIONS = "sessions.parquet"
 
@@ -162,7 +163,7 @@ def rollout_rows(
     sessions: SessionChunks,
     labels: Labels,
     settings: RowSettings,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[RolloutRow]:
     """The rows, sorted by (session, query_id), each checked as its record (rollout_row)."""
     index = 0
     for session in sorted(sessions.shas):
@@ -188,7 +189,7 @@ def rollout_rows(
             index += 1
 
 
-def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[dict[str, Any]]) -> int:
+def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[RolloutRow]) -> int:
     """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time; how many."""
     writer = pq.ParquetWriter(
         sink,
@@ -198,22 +199,26 @@ def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[dict[str, Any]]) ->
     )
     n = 0
     try:
-        group: list[dict[str, Any]] = []
+        group: list[RolloutRow] = []
         size = 0
         for row in rows:
             group.append(row)
             size += row_size(row)
             n += 1
             if len(group) >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                writer.write_table(pa.Table.from_pylist(group, schema=SESSIONS_SCHEMA))
+                writer.write_table(_table(group))
                 group, size = [], 0
         if group:
-            writer.write_table(pa.Table.from_pylist(group, schema=SESSIONS_SCHEMA))
+            writer.write_table(_table(group))
     finally:
         writer.close()
     return n
 
 
-def row_size(row: Mapping[str, Any]) -> int:
-    info = row["extra_info"]
-    return len(info["question"]) + sum(len(c["text"]) for c in info["chunks"])
+def _table(rows: list[RolloutRow]) -> pa.Table:
+    return pa.Table.from_pylist([r.to_dict() for r in rows], schema=SESSIONS_SCHEMA)
+
+
+def row_size(row: RolloutRow) -> int:
+    info = row.extra_info
+    return len(info.question) + sum(len(c.text) for c in info.chunks)

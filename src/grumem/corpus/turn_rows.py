@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
+from grumem.records.trajectory import Trajectory, TrajectoryTurn
 
 # a turn's advantages (paper Eq. 12-13), as in trajectories.jsonl
 ADVANTAGES = ("advantage", "advantage_traj", "advantage_turn")
@@ -131,11 +132,11 @@ class ParquetSink:
         self._bytes = 0
 
     def add_trajectory(
-        self, data_source: str, ability: str, traj: dict[str, Any], first_index: int
+        self, data_source: str, ability: str, traj: Trajectory, first_index: int
     ) -> None:
         """A trajectory's verl rows, built as columns (a row's dict would cost more than
         the row); `first_index` is its first row's place in the file."""
-        turns = traj["turns"]
+        turns = traj.turns
         cols = trajectory_columns(data_source, ability, traj, first_index)
         start = 0
         for i, turn in enumerate(turns):
@@ -149,15 +150,15 @@ class ParquetSink:
             self._extend(cols, turns, start, len(turns))
 
     def _extend(
-        self, cols: dict[str, list[Any]], turns: list[dict[str, Any]], a: int, b: int
+        self, cols: dict[str, list[Any]], turns: list[TrajectoryTurn], a: int, b: int
     ) -> None:
         for name, values in cols.items():
             self._cols[name] += values[a:b]
         roles, contents, offsets = self._roles, self._contents, self._offsets
         for turn in turns[a:b]:
-            for m in turn["prompt"]:
-                roles.append(m["role"])
-                contents.append(m["content"])
+            for m in turn.prompt:
+                roles.append(m.role)
+                contents.append(m.content)
             offsets.append(len(roles))
 
     def flush(self) -> None:
@@ -195,28 +196,29 @@ class ParquetSink:
 
 
 def trajectory_columns(
-    data_source: str, ability: str, traj: dict[str, Any], first_index: int
+    data_source: str, ability: str, traj: Trajectory, first_index: int
 ) -> dict[str, list[Any]]:
     """A trajectory's verl rows by leaf column of PARQUET_SCHEMA (prompt aside), one
     value per turn."""
-    turns = traj["turns"]
+    turns = traj.turns
     n = len(turns)
-    failures = sum(not ask["parsed"] for turn in turns for ask in (*turn["earlier_asks"], turn))
+    failures = sum(not a.parsed for turn in turns for a in turn.earlier_asks)
+    failures += sum(not turn.parsed for turn in turns)
     cols: dict[str, list[Any]] = {
         "data_source": [data_source] * n,
         "ability": [ability] * n,
         "style": ["rule"] * n,
-        "ground_truth": ["yes" if turn["label"] else "no" for turn in turns],
+        "ground_truth": ["yes" if turn.label else "no" for turn in turns],
         "split": ["train"] * n,
         "index": list(range(first_index, first_index + n)),
-        "aborted": [traj["aborted"] is not None] * n,
-        "exit_gates": [[turn["exit_gate"] for turn in turns]] * n,
-        "other_asks_parsed": [failures - (not turn["parsed"]) == 0 for turn in turns],
+        "aborted": [traj.aborted is not None] * n,
+        "exit_gates": [[turn.exit_gate for turn in turns]] * n,
+        "other_asks_parsed": [failures - (not turn.parsed) == 0 for turn in turns],
     }
     for name in _PER_TURN:
-        cols[name] = [turn[name] for turn in turns]
+        cols[name] = [getattr(turn, name) for turn in turns]
     for name in _PER_TRAJECTORY:
-        cols[name] = [traj[name]] * n
+        cols[name] = [getattr(traj, name)] * n
     return cols
 
 
@@ -247,5 +249,5 @@ _PER_TRAJECTORY = (
 )
 
 
-def row_size(turn: dict[str, Any]) -> int:
-    return sum(len(m["content"]) for m in turn["prompt"]) + len(turn["response"] or "")
+def row_size(turn: TrajectoryTurn) -> int:
+    return sum(len(m.content) for m in turn.prompt) + len(turn.response or "")

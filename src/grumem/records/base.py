@@ -35,7 +35,7 @@ import math
 import re
 import types
 import typing
-from typing import Annotated, Any, Literal, Protocol, Self, TypeAlias
+from typing import Annotated, Any, Literal, Protocol, Self, TypeAlias, TypeVar
 
 import msgspec
 
@@ -53,6 +53,7 @@ __all__ = [
     "Record",
     "Sha256",
     "decoder",
+    "or_none",
     "shape_error",
 ]
 
@@ -65,6 +66,13 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 Number: TypeAlias = int | float
+
+T = TypeVar("T")
+
+
+def or_none(value: T | Absent) -> T | None:
+    """An optional field's value, None where the record does not have it (ABSENT)."""
+    return None if isinstance(value, msgspec.UnsetType) else value
 
 
 class Fields(Protocol):

@@ -43,7 +43,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from grumem.config.settings import load_queries, settings_from_args
 from grumem.core.advantages import ALPHA
@@ -65,21 +65,17 @@ from grumem.corpus.rollout_rows import (
     write_rollout_rows,
 )
 from grumem.corpus.summary import Summary, format_summary
-from grumem.corpus.trajectory import (
-    MISSING_SHOWN,
-    Missing,
-    check_trajectory,
-    record_bytes,
-    trajectory,
-)
+from grumem.corpus.trajectory import MISSING_SHOWN, Missing, score, trajectory
 from grumem.corpus.turn_rows import PARQUET_SCHEMA, ParquetSink
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.jsonl import atomic_files, sha256_file
 from grumem.io.labels import load_labels
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
-from grumem.io.typed import checked_document
+from grumem.io.typed import encode_checked
 from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
-from grumem.records.summary import CorpusSummary
+from grumem.records.rollout_row import RolloutRow
+from grumem.records.summary import CorpusSummary, Inputs
+from grumem.records.trajectory import Trajectory
 
 __all__ = ["SESSIONS", "SUMMARY", "TRAJECTORIES", "TURNS", "ExportInputs", "ExportRefused"]
 __all__ += ["export", "format_summary", "main"]
@@ -111,7 +107,7 @@ class ExportInputs:
     system: str | None = None
 
 
-def export(inputs: ExportInputs) -> dict[str, Any]:
+def export(inputs: ExportInputs) -> CorpusSummary:
     """Run the export; return the summary. Raises before renaming anything into place."""
     for what, p in (("log", inputs.log), ("labels", inputs.labels)):
         if not os.path.exists(p):
@@ -124,7 +120,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
     table = AdvantageTable(_score(inputs, labels, sessions), inputs.alpha, inputs.return_weights)
     rows = None if inputs.queries is None else _rollout_rows(inputs, chunks, labels)
     reader = LogReader(inputs.log)
-    summary = Summary(advantages=table.summary)
+    summary = Summary()
     # summary.json first: it is renamed last, so its presence means the corpus is complete
     files: tuple[tuple[str, str], ...] = (
         (SUMMARY, "w"),
@@ -151,24 +147,23 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
                 f" ({summary.trajectories_in_log} trajectories, all aborted"
                 " before their first answer)"
             )
-        result = summary.as_dict(
-            {
-                "data_source": inputs.data_source,
-                "ability": inputs.ability,
-                "log": inputs.log,
-                "log_sha256": reader.sha256.hexdigest(),
-                "labels": inputs.labels,
-                "labels_sha256": kappa.labels_sha256,
-                "kappa": kappa.kappa,
-                "kappa_n": kappa.n,
-                "min_kappa": inputs.min_kappa,
-                "t_last_evidence_over": "session chunks"
-                if sessions is not None
-                else "recorded turns",
-            }
+        result = summary.record(
+            table.summary,
+            Inputs(
+                data_source=inputs.data_source,
+                ability=inputs.ability,
+                log=inputs.log,
+                log_sha256=reader.sha256.hexdigest(),
+                labels=inputs.labels,
+                labels_sha256=kappa.labels_sha256,
+                kappa=kappa.kappa,
+                kappa_n=kappa.n,
+                min_kappa=inputs.min_kappa,
+                t_last_evidence_over="session chunks" if sessions is not None else "recorded turns",
+            ),
         )
-        checked_document(result, CorpusSummary, Path(inputs.out_dir) / SUMMARY)
-        out[SUMMARY].write(json.dumps(result, ensure_ascii=False, indent=2))
+        encode_checked(result, CorpusSummary, Path(inputs.out_dir) / SUMMARY, None)
+        out[SUMMARY].write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
         out[SUMMARY].write("\n")
         template = None
         if inputs.template is not None:
@@ -188,7 +183,7 @@ def export(inputs: ExportInputs) -> dict[str, Any]:
 
 def _rollout_rows(
     inputs: ExportInputs, chunks: SessionChunks | None, labels: Labels
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[RolloutRow]:
     """sessions.parquet's rows, generated as it is written; its labels are checked here,
     before any file is opened."""
     if chunks is None or inputs.project is None or inputs.queries is None:
@@ -217,9 +212,9 @@ def _score(inputs: ExportInputs, labels: Labels, sessions: dict[str, list[str]] 
     out = Scores()
     missing = Missing()
     for traj in group_trajectories(inputs.log, iter(LogReader(inputs.log, hash=False))):
-        record = trajectory(inputs.log, traj, labels, sessions, missing, rewards_only=True)
-        if record is not None and not missing:
-            out.add(record)
+        scored = score(inputs.log, traj, labels, sessions, missing)
+        if scored is not None and not missing:
+            out.add(scored.trajectory_id, scored.for_advantages())
     _raise_missing(inputs, missing)
     return out
 
@@ -235,18 +230,20 @@ def _export_stream(
     table: AdvantageTable,
 ) -> None:
     missing = Missing()
+    path = Path(inputs.out_dir) / TRAJECTORIES
     for traj in group_trajectories(inputs.log, iter(reader)):
         summary.trajectories_in_log += 1
-        record = trajectory(inputs.log, traj, labels, sessions, missing)
-        if traj.abort is not None:
-            summary.aborted[traj.abort[1]["abort"]["reason"]] += 1
-            if record is None and not traj.turns:
+        scored = score(inputs.log, traj, labels, sessions, missing)
+        aborted = traj.aborted
+        if aborted is not None:
+            summary.aborted[aborted.reason] += 1
+            if scored is None and not traj.turns:
                 summary.aborted_without_turns += 1
-        if record is None or missing:
+        if scored is None or missing:
             continue  # keep reading to count every missing label, write nothing more
-        table.fill(record)
-        check_trajectory(record)
-        out.write(record_bytes(record))
+        turns = zip(scored.turn_numbers(), scored.rewards.r_update, strict=True)
+        record = trajectory(inputs.log, scored, table.next(scored.trajectory_id, list(turns)))
+        out.write(encode_checked(record, Trajectory, path, summary.trajectories + 1))
         out.write(b"\n")
         first_index = summary.turns  # verl's extra_info.index: the row's place in the file
         summary.add(record)
