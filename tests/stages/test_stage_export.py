@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from grumem.core.advantages import ScoredTrajectory, TurnAdvantage
+from grumem.core.advantages import ScoredTrajectory
 from grumem.core.chunk_text import render_records
 from grumem.core.json_text import dumps, sha256_text
 from grumem.corpus.card import CARD
@@ -886,8 +886,9 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     ROW_GROUP_BYTES (mid-trajectory too), and the file holds exactly the rows
     verl_rows gives, in order."""
     from grumem.corpus import turn_rows
+    from grumem.io import parquet
 
-    monkeypatch.setattr(turn_rows, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
+    monkeypatch.setattr(parquet, limit, 5 if limit == "ROW_GROUP_ROWS" else 12_000)
     export(inputs(work))
     rows, sizes = [], []
     for _, record in read_records(work / "corpus" / TRAJECTORIES, Trajectory):
@@ -897,7 +898,7 @@ def test_row_groups_hold_the_rows_in_order(work: Path, monkeypatch, limit: str) 
     expected_groups, n, b = [], 0, 0
     for size in sizes:
         n, b = n + 1, b + size
-        if n >= turn_rows.ROW_GROUP_ROWS or b >= turn_rows.ROW_GROUP_BYTES:
+        if n >= parquet.ROW_GROUP_ROWS or b >= parquet.ROW_GROUP_BYTES:
             expected_groups.append(n)
             n, b = 0, 0
     expected_groups += [n] if n else []
@@ -935,10 +936,8 @@ def _scored(record: Trajectory) -> ScoredTrajectory:
     return ScoredTrajectory(group, pairs, record.r_exit, record.r_format)
 
 
-def _advantages(record: Trajectory) -> list[TurnAdvantage]:
-    return [
-        TurnAdvantage(t.t, t.advantage, t.advantage_traj, t.advantage_turn) for t in record.turns
-    ]
+def _advantages(record: Trajectory) -> list[tuple[float | None, ...]]:
+    return [(t.advantage, t.advantage_traj, t.advantage_turn) for t in record.turns]
 
 
 # ---------------------------------------------------------------- sessions.parquet

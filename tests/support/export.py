@@ -8,7 +8,7 @@ from typing import Any
 
 from grumem.core.json_text import dumps
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
-from grumem.corpus.turn_rows import ADVANTAGES, row_size
+from grumem.corpus.turn_rows import ADVANTAGES, turn_rows, turn_size
 from grumem.io.jsonl import read_jsonl
 from grumem.records.trajectory import Trajectory
 from grumem.stages.export import (
@@ -73,7 +73,7 @@ def verl_rows(
     for i, turn in enumerate(traj["turns"]):
         others_parsed = failures - (not turn["parsed"]) == 0
         row = verl_row(data_source, ability, traj, turn, first_index + i, exit_gates, others_parsed)
-        yield row, row_size(record.turns[i])
+        yield row, turn_size(turn_rows(record, first_index)[i])
 
 
 def verl_row(

@@ -19,19 +19,22 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from typing import TypeAlias
 
 from grumem.core.advantages import (
     SINGLE_SAMPLE,
     ZERO_VARIANCE,
     NullCounts,
     ScoredTrajectory,
-    TurnAdvantage,
     group_advantages,
     mix,
 )
 from grumem.errors import GrumemError
 from grumem.records.return_weights import ReturnWeights
 from grumem.records.summary import Advantages, NullReasons
+
+# a turn's (advantage, advantage_traj, advantage_turn): Â, Â_traj, Â_turn
+Advantage: TypeAlias = tuple[float | None, float | None, float | None]
 
 
 class Scores:
@@ -126,7 +129,7 @@ class AdvantageTable:
             null_turn=_null_reasons(nulls.turns),
         )
 
-    def next(self, trajectory_id: str, turns: Sequence[tuple[int, int]]) -> list[TurnAdvantage]:
+    def next(self, trajectory_id: str, turns: Sequence[tuple[int, int]]) -> list[Advantage]:
         """The advantages of the next exported trajectory's turns, (t, r_update) each: it
         must be the one the scoring pass met at that place."""
         i = self._next
@@ -139,11 +142,8 @@ class AdvantageTable:
         stored = self._traj[i]
         a_traj = None if math.isnan(stored) else stored
         values = self._turn[self._group_of[i]]
-        out = []
-        for t, r in turns:
-            a_turn = values[t, r]
-            out.append(TurnAdvantage(t, mix(self._alpha, a_traj, a_turn), a_traj, a_turn))
-        return out
+        alpha = self._alpha
+        return [(mix(alpha, a_traj, values[key]), a_traj, values[key]) for key in turns]
 
 
 def _null_reasons(counts: Counter[str]) -> NullReasons:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import IO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from grumem.core.chunk_text import Chunk
 from grumem.core.evidence import Labels
@@ -31,9 +30,9 @@ from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import rollout_row
 from grumem.core.template import Budget
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing
-from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, statistics_columns
 from grumem.errors import GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
+from grumem.io.parquet import RowGroupWriter
 from grumem.records.return_weights import ReturnWeights
 from grumem.records.rollout_row import RolloutRow
 
@@ -191,34 +190,21 @@ def rollout_rows(
 
 def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[RolloutRow]) -> int:
     """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time; how many."""
-    writer = pq.ParquetWriter(
-        sink,
-        SESSIONS_SCHEMA,
-        compression="zstd",
-        write_statistics=statistics_columns(SESSIONS_SCHEMA, _NO_STATISTICS),
-    )
-    n = 0
+    writer = RowGroupWriter(sink, SESSIONS_SCHEMA, _table, rollout_size, _NO_STATISTICS)
     try:
-        group: list[RolloutRow] = []
-        size = 0
         for row in rows:
-            group.append(row)
-            size += row_size(row)
-            n += 1
-            if len(group) >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                writer.write_table(_table(group))
-                group, size = [], 0
-        if group:
-            writer.write_table(_table(group))
+            writer.add(row)
+        writer.flush()
     finally:
         writer.close()
-    return n
+    return writer.written
 
 
 def _table(rows: list[RolloutRow]) -> pa.Table:
     return pa.Table.from_pylist([r.to_dict() for r in rows], schema=SESSIONS_SCHEMA)
 
 
-def row_size(row: RolloutRow) -> int:
+def rollout_size(row: RolloutRow) -> int:
+    """A row's text in characters: its question and its chunks."""
     info = row.extra_info
     return len(info.question) + sum(len(c.text) for c in info.chunks)

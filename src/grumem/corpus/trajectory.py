@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from grumem.core.advantages import ScoredTrajectory, TurnAdvantage
+from grumem.core.advantages import ScoredTrajectory
 from grumem.core.evidence import Labels
 from grumem.core.rewards import TrajectoryRewards, TurnGates, score_trajectory
+from grumem.corpus.advantage_table import Advantage
 from grumem.corpus.log_reader import LogTrajectory, earlier_ask, recorded_messages, response_text
 from grumem.errors import RecordError
 from grumem.records.base import or_none
@@ -98,7 +99,7 @@ def score(
     return Scored(traj, tuple(turn_labels), rewards)
 
 
-def trajectory(path: str, scored: Scored, advantages: Sequence[TurnAdvantage]) -> Trajectory:
+def trajectory(path: str, scored: Scored, advantages: Sequence[Advantage]) -> Trajectory:
     """The corpus record of a scored trajectory, its turns' advantages given: each turn's
     prompt and response from its sha-checked recording, never re-assembled."""
     traj, rewards = scored.traj, scored.rewards
@@ -134,7 +135,7 @@ def _turn(
     rec: LogLine,
     label: bool,
     r_update: Literal[1, -1],
-    adv: TurnAdvantage,
+    adv: Advantage,
 ) -> TrajectoryTurn:
     """A trainable turn; its recordings are checked in the order its fields are written
     (the prompt, the response, the earlier asks)."""
@@ -158,9 +159,9 @@ def _turn(
         ],
         request_sha256=request.sha256,
         response_model=or_none(rec.response_model),
-        advantage=adv.advantage,
-        advantage_traj=adv.advantage_traj,
-        advantage_turn=adv.advantage_turn,
+        advantage=adv[0],
+        advantage_traj=adv[1],
+        advantage_turn=adv[2],
     )
 
 

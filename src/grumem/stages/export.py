@@ -66,10 +66,11 @@ from grumem.corpus.rollout_rows import (
 )
 from grumem.corpus.summary import Summary, format_summary
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing, score, trajectory
-from grumem.corpus.turn_rows import PARQUET_SCHEMA, ParquetSink
+from grumem.corpus.turn_rows import PARQUET_SCHEMA, TurnRow, turn_rows, turn_rows_writer
 from grumem.errors import ExportRefused, GrumemError, MissingLabelsError
 from grumem.io.jsonl import atomic_files, sha256_file
 from grumem.io.labels import load_labels
+from grumem.io.parquet import RowGroupWriter
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.typed import encode_checked
 from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
@@ -131,14 +132,14 @@ def export(inputs: ExportInputs) -> CorpusSummary:
     if rows is not None:
         files += ((SESSIONS, "wb"),)
     with atomic_files(inputs.out_dir, files) as out:
-        sink = ParquetSink(out[TURNS])
+        turns = turn_rows_writer(out[TURNS], inputs.data_source, inputs.ability)
         try:
             _export_stream(
-                inputs, reader, labels, sessions, summary, sink, out[TRAJECTORIES], table
+                inputs, reader, labels, sessions, summary, turns, out[TRAJECTORIES], table
             )
-            sink.flush()
+            turns.flush()
         finally:
-            sink.close()
+            turns.close()
         if rows is not None:
             write_rollout_rows(out[SESSIONS], rows)
         if summary.turns == 0:
@@ -225,7 +226,7 @@ def _export_stream(
     labels: Labels,
     sessions: dict[str, list[str]] | None,
     summary: Summary,
-    sink: ParquetSink,
+    turns: RowGroupWriter[TurnRow],
     out: IO[bytes],
     table: AdvantageTable,
 ) -> None:
@@ -241,13 +242,13 @@ def _export_stream(
                 summary.aborted_without_turns += 1
         if scored is None or missing:
             continue  # keep reading to count every missing label, write nothing more
-        turns = zip(scored.turn_numbers(), scored.rewards.r_update, strict=True)
-        record = trajectory(inputs.log, scored, table.next(scored.trajectory_id, list(turns)))
+        pairs = zip(scored.turn_numbers(), scored.rewards.r_update, strict=True)
+        record = trajectory(inputs.log, scored, table.next(scored.trajectory_id, list(pairs)))
         out.write(encode_checked(record, Trajectory, path, summary.trajectories + 1))
         out.write(b"\n")
-        first_index = summary.turns  # verl's extra_info.index: the row's place in the file
+        for row in turn_rows(record, turns.written):
+            turns.add(row)
         summary.add(record)
-        sink.add_trajectory(inputs.data_source, inputs.ability, record, first_index)
     _raise_missing(inputs, missing)
 
 
