@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from grumem.core.gate_parser import MAX_RAW, parse_gate_response
-from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
+from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, raw_body
 from grumem.core.template import memory_text
 from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import ParseError
@@ -29,7 +29,8 @@ def interpret(
     budget needs) is the model's format failure (tag `update`): using it would
     make the next prompt over budget."""
     _check_counter(memory_budget, tokens)
-    raw = response_bytes(response) if response.get("body") is not None else None
+    body = response.get("body")
+    raw = raw_body(body, response.get("body_b64")) if body is not None else None
     if response.get("status") != 200 or raw is None:
         error = response.get("error") or f"HTTP {response.get('status')}"
         return {

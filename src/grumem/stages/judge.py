@@ -52,6 +52,7 @@ from grumem.io.template_files import load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
+from grumem.records.response import Attempt
 
 JUDGE_TEMPLATE = TEMPLATES_DIR / "judge.txt"
 SLOTS = ("prompt", "chunk")
@@ -219,7 +220,7 @@ async def judge_pair(
     progress.answers += 1
     # the recording check of gates and export: the answer (fresh or from the cache)
     # must match its sha256, and its content comes from the raw bytes
-    raw = check_response(client.cache.path(sha), None, ex.response)
+    raw = check_response(client.cache.path(sha), None, Attempt.convert(ex.response))
     try:
         if raw is None:
             raise ValueError("the response has no body")
@@ -348,7 +349,7 @@ def run(
         )
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")
-    return judge_counts(labels, unjudged, counters)
+    return judge_counts([x["evidence"] for x in labels], [x["reason"] for x in unjudged], counters)
 
 
 def main(args: argparse.Namespace) -> int:
