@@ -1,7 +1,7 @@
-"""mypy's configuration (pyproject's [tool.mypy], run by `make lint`): core/ and records/
-get every flag --strict sets. The override lists them one by one (a `strict = true` in
-an override would make every module strict), so a mypy that adds a flag to --strict
-must not leave core/ and records/ short of it."""
+"""mypy's configuration (pyproject's [tool.mypy], run by `make lint`): core/, corpus/, io/
+and records/ get every flag --strict sets. The override lists them one by one (a
+`strict = true` in an override would make every module strict), so a mypy that adds a
+flag to --strict must not leave them short of it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ def strict_flags(help_text: str) -> set[str]:
     return {f.replace("-", "_") for f in re.findall(r"--([a-z-]+)", listed)}
 
 
-def test_core_and_records_get_every_strict_flag() -> None:
+STRICT = ["grumem.core.*", "grumem.corpus.*", "grumem.io.*", "grumem.records.*"]
+
+
+def test_core_corpus_io_and_records_get_every_strict_flag() -> None:
     help_text = subprocess.run(
         [str(MYPY), "--help"], capture_output=True, text=True, check=True, timeout=60
     ).stdout
@@ -36,8 +39,6 @@ def test_core_and_records_get_every_strict_flag() -> None:
     assert "strict" not in mypy, "strict = true makes every module strict"
     for section in mypy["overrides"]:
         assert "strict" not in section, "strict = true in an override applies to every module"
-    (strict,) = [
-        o for o in mypy["overrides"] if o["module"] == ["grumem.core.*", "grumem.records.*"]
-    ]
+    (strict,) = [o for o in mypy["overrides"] if o["module"] == STRICT]
     on = {k for k, v in {**mypy, **strict}.items() if v is True}
     assert flags - on == set()

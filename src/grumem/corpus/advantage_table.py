@@ -45,12 +45,12 @@ class Scores:
     def __init__(self) -> None:
         self._groups: dict[Hashable, int] = {}
         self._keys: list[Hashable] = []
-        self._members: list[array] = []  # group -> trajectory ordinals
+        self._members: list[array[int]] = []  # group -> trajectory ordinals
         self.group_of = array("q")  # trajectory ordinal -> group
         self.id_hash = array("q")  # hash of its id: the second pass checks the order
         self._r_update = bytearray()  # one byte a turn: 1 for +1, 0 for -1
         self._start = array("q", [0])  # trajectory ordinal -> its first turn's byte
-        self._t: dict[int, array] = {}  # t of a trajectory whose turns are not 1, 2, ...
+        self._t: dict[int, array[int]] = {}  # t of a trajectory whose turns are not 1, 2, ...
         self._r_exit = array("d")  # NaN for null
         self._r_format = bytearray()
 
@@ -82,7 +82,7 @@ class Scores:
     def turns(self) -> int:
         return len(self._r_update)
 
-    def group(self, g: int) -> tuple[array, list[ScoredTrajectory]]:
+    def group(self, g: int) -> tuple[array[int], list[ScoredTrajectory]]:
         """Trajectory ordinals of group `g` and what advantages need of each, in log order."""
         idx = self._members[g]
         out = []
@@ -90,8 +90,8 @@ class Scores:
             bits = self._r_update[self._start[i] : self._start[i + 1]]
             ts = self._t.get(i) or range(1, len(bits) + 1)
             pairs = tuple((t, 1 if r else -1) for t, r in zip(ts, bits, strict=True))
-            r_exit = self._r_exit[i]
-            r_exit = None if math.isnan(r_exit) else r_exit
+            stored = self._r_exit[i]
+            r_exit = None if math.isnan(stored) else stored
             out.append(ScoredTrajectory(self._keys[g], pairs, r_exit, self._r_format[i]))
         return idx, out
 
