@@ -238,8 +238,9 @@ def test_a7_refuses_without_calibration(work: Path) -> None:
         timeout=120,
     )
     assert proc.returncode != 0
-    assert "M5.2" in proc.stderr and str(work / "kappa.json") in proc.stderr
-    assert "calibration" in proc.stderr
+    # it names the missing file and the step that makes it (the labels' calibration)
+    assert "no calibration" in proc.stderr and str(work / "kappa.json") in proc.stderr
+    assert "run rule `kappa`" in proc.stderr and "calibrate-sample" in proc.stderr
     assert not out.exists()
 
 
@@ -417,7 +418,7 @@ def test_refusal_leaves_previous_dir_untouched(work: Path) -> None:
     export(inputs(work))
     before = {p.name: p.read_bytes() for p in (work / "corpus").iterdir()}
     (work / "kappa.json").unlink()
-    with pytest.raises(ExportRefused, match="M5.2"):
+    with pytest.raises(ExportRefused, match="no calibration"):
         export(inputs(work))
     assert {p.name: p.read_bytes() for p in (work / "corpus").iterdir()} == before
 
@@ -1048,7 +1049,7 @@ def test_a_refused_export_writes_no_sessions_file(work: Path, how: str) -> None:
     min_kappa = 0.6
     if how == "no kappa file":
         (work / "kappa.json").unlink()
-        error, match = ExportRefused, "M5.2"
+        error, match = ExportRefused, "no calibration"
     elif how == "kappa below min_kappa":
         min_kappa, error, match = 0.8, ExportRefused, "below export.min_kappa 0.8"
     else:

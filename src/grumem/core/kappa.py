@@ -1,4 +1,4 @@
-"""κ calibration (M5.2): Cohen's κ between the labels and an independent second labelling.
+"""κ calibration: Cohen's κ between the labels and an independent second labelling.
 
 The export refuses to run without a kappa.json whose κ clears
 `export.min_kappa` and whose `labels_sha256` is the current labels file:

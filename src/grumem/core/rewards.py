@@ -1,4 +1,4 @@
-"""Reward assembly (card 004, paper §3.2): pure functions over recorded gates and labels.
+"""Reward assembly (paper §3.2): pure functions over recorded gates and labels.
 
 - r_update per turn: +1 when the recorded update gate equals the label, −1
   otherwise. An unparsed turn has no gate (null) and never matches.

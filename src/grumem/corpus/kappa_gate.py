@@ -1,6 +1,6 @@
-"""The export's κ gate (M5.2): no corpus without a kappa.json (rule `kappa`,
+"""The export's κ gate: no corpus without a kappa.json (rule `kappa`,
 grumem.core.kappa) that clears `export.min_kappa` and was computed for the
-current labels file."""
+current labels file: rewards are only as good as the labels."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCal
     if not os.path.exists(kappa_path):
         raise ExportRefused(
             f"no calibration: {kappa_path} does not exist. The export is refused until the labels"
-            " are calibrated (M5.2): label a sample of (query_id, chunk_sha) pairs a second time,"
-            " set the project's `calibration` file and run rule `kappa`"
+            " are calibrated: have someone label a sample of (query_id, chunk_sha) pairs a second"
+            " time (grumem calibrate-sample, then calibrate-finalize), set the project's"
+            " `calibration` file and run rule `kappa`"
             " (grumem kappa --labels … --calibration … --out kappa.json)"
         )
     record = read_kappa(kappa_path)
@@ -34,14 +35,14 @@ def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCal
         raise ExportRefused(
             f"stale calibration: {kappa_path} was computed for labels with sha256"
             f" {record.labels_sha256[:12]}…, but {labels_path} now has {labels_sha[:12]}…;"
-            " rerun rule `kappa` (M5.2) on the current labels"
+            " rerun rule `kappa` on the current labels"
         )
     if record.kappa < min_kappa:
         raise ExportRefused(
             f"calibration too weak: Cohen's kappa {record.kappa:.4f} over {record.n} pairs"
             f" ({kappa_path}) is below export.min_kappa {min_kappa}: the labels the rewards are"
-            " computed from disagree too much with the independent calibration (M5.2);"
-            " revise the labelling guide or the labels"
+            " computed from disagree too much with the independent calibration;"
+            " revise the labelling guide or the labels, then rerun rule `kappa`"
         )
     return record
 

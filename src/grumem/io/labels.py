@@ -1,4 +1,4 @@
-"""A label file read (M5.1): one `{query_id, chunk_sha, evidence, annotator}` a line,
+"""A label file read: one `{query_id, chunk_sha, evidence, annotator}` a line,
 into grumem.core.evidence.Labels."""
 
 from __future__ import annotations

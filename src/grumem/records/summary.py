@@ -1,5 +1,5 @@
 """corpus/summary.json (workflow/schemas/summary.schema.yaml): the counts of one
-export (card 004 step 6), written pretty by the export and printed."""
+export, written pretty by the export and printed."""
 
 from __future__ import annotations
 

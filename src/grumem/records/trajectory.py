@@ -1,4 +1,4 @@
-"""The corpus trajectory (workflow/schemas/trajectory.schema.yaml, card 004): one line
+"""The corpus trajectory (workflow/schemas/trajectory.schema.yaml): one line
 of `corpus/trajectories.jsonl`, a run's trainable turns with their rewards."""
 
 from __future__ import annotations

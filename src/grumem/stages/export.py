@@ -1,11 +1,11 @@
-"""The corpus export (card 004, M5.3): log + labels + kappa.json → verl-ready corpus.
+"""The corpus export: log + labels + kappa.json → verl-ready corpus.
 
 Reads log.jsonl as a stream, one trajectory in memory at a time, and writes
 under the output directory:
 
-- `trajectories.jsonl`: card 004's trajectory shape, one line per trajectory
-  in the log's order, with the exact recorded chat messages as each turn's
-  prompt and `r_outcome: null`;
+- `trajectories.jsonl`: one line per trajectory (grumem.records.trajectory), in
+  the log's order, with the exact recorded chat messages as each turn's prompt
+  and `r_outcome: null`;
 - `turns.parquet`: one row per turn in verl's RL dataset shape (`data_source`,
   `prompt` as chat messages, `ability`, `reward_model`, `extra_info`, with
   what grumem.verl.reward needs to score a new answer), written in row groups
@@ -15,7 +15,7 @@ under the output directory:
   (grumem.corpus.rollout_rows), its chunks rendered as the prompts stage fills
   `{chunk}`, each chunk's label joined by chunk_sha; every chunk of every
   session needs a label;
-- `summary.json`: the counts card 004 asks for, also printed;
+- `summary.json`: the export's counts (grumem.records.summary), also printed;
 - `README.md`: the dataset card (grumem.corpus.card).
 
 Every turn carries the paper's advantages (grumem.core.advantages), normalised

@@ -1,4 +1,4 @@
-"""Stage `kappa` (M5.2): Cohen's κ of the labels against an independent calibration,
+"""Stage `kappa`: Cohen's κ of the labels against an independent calibration,
 written to kappa.json, which the export requires (grumem.core.kappa computes it)."""
 
 from __future__ import annotations
