@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +15,7 @@ from grumem.corpus.log_reader import TRAJECTORY_FIELDS
 from grumem.corpus.turn_rows import ADVANTAGES, turn_rows, turn_size
 from grumem.io.jsonl import read_jsonl
 from grumem.records.trajectory import Trajectory
-from grumem.stages.export import (
-    ExportInputs,
-)
+from grumem.stages.export import TRAJECTORIES, ExportInputs, export
 from grumem.stages.kappa import run_kappa
 from support.checkout import FIXTURES_DIR
 
@@ -32,6 +34,89 @@ def calibrate(work: Path) -> None:
         queries_path=FIXTURE / "queries.yaml",
         chunk_paths=[work / "chunks.jsonl"],
     )
+
+
+T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3
+
+
+def work_dir(tmp_path: Path) -> Path:
+    """The fixture copied to `tmp_path`, with its kappa.json (the `work` fixture)."""
+    for name in FILES:
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    calibrate(tmp_path)
+    return tmp_path
+
+
+def exported_trajectories(work: Path) -> list[dict[str, Any]]:
+    """The fixture's trajectories as exported, plus one with a re-ask and an abort (the
+    `corpus` fixture)."""
+    work_dir(work)
+    export(inputs(work))
+    records = trajectories(work / "corpus")
+    extra = copy.deepcopy(records[0])
+    turn = extra["turns"][0]
+    turn["earlier_asks"] = [
+        {
+            "ask": 0,
+            "request_sha256": "x",
+            "response": None,
+            "parsed": False,
+            "parse_error": {"tag": "response", "reason": "no answer", "raw": ""},
+        }
+    ]
+    extra["aborted"] = {"t": 3, "reason": "budget", "component": "section"}
+    extra["r_exit"], extra["r_exit_reason"] = None, "aborted"
+    return [*records, extra]
+
+
+def trajectories(out: Path) -> list[dict[str, Any]]:
+    return list(read_jsonl(out / TRAJECTORIES, "trajectory"))
+
+
+def by_id(out: Path) -> dict[str, dict[str, Any]]:
+    return {t["trajectory_id"]: t for t in trajectories(out)}
+
+
+def exported(work: Path) -> Path:
+    export(inputs(work))
+    return work / "corpus"
+
+
+def assert_nothing_written(out: Path) -> None:
+    assert not out.exists() or list(out.iterdir()) == [], list(out.iterdir())
+
+
+def sessions_inputs(work: Path, out: str = "corpus", **kw: Any) -> ExportInputs:
+    """The export given what sessions.parquet needs: the queries, chunks and project."""
+    return inputs(
+        work,
+        out,
+        chunks=(str(work / "chunks.jsonl"),),
+        queries=str(FIXTURE / "queries.yaml"),
+        project="demo",
+        **kw,
+    )
+
+
+def export_command(work: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`grumem export` of the fixture to `out` in a process of its own, as a job runs it."""
+    settings = '{"export": {"min_kappa": 0.6, "data_source": "demo"}}'
+    args = ["export", "--turn-log", str(work / "log.jsonl"), "--labels", str(work / "labels.jsonl")]
+    args += ["--kappa", str(work / "kappa.json"), "--settings", settings, "--out-dir", str(out)]
+    return subprocess.run(
+        [sys.executable, "-m", "grumem.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def drop_label(work: Path, query_id: str, sha: str) -> None:
+    """No label for (query_id, chunk sha) in the labels nor in the calibration, and the
+    κ of what is left (a pair the judge could not label has neither)."""
+    for name in ("labels.jsonl", "calibration.jsonl"):
+        lines = (work / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [x for x in lines if not (sha in x and f'"{query_id}"' in x)]
+        assert len(kept) == len(lines) - 1
+        (work / name).write_text("".join(kept), encoding="utf-8")
+    calibrate(work)
 
 
 def inputs(work: Path, out: str = "corpus", **kw) -> ExportInputs:

@@ -1,7 +1,8 @@
-"""Record lines read and written through grumem.io.typed, and the export's two uses of
-grumem.records: every log line decoded and checked in one C pass (a line the class
-refuses goes the reference way, which names what is wrong or accepts it), and every
-corpus trajectory checked by its class before it is written."""
+"""Record lines read and written through grumem.io.typed: every log line decoded and
+checked in one C pass (a line the class refuses goes the reference way, which names
+what is wrong or accepts it), documents checked as their record, and records checked
+by their class before they are written. The export's trajectories through it:
+tests/corpus/test_trajectory.py."""
 
 from __future__ import annotations
 
@@ -17,25 +18,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grumem.core.json_text import dumps
-from grumem.errors import GrumemError, RecordError, RecordShapeError
+from grumem.errors import GrumemError, RecordError
 from grumem.io.jsonl import read_jsonl, write_jsonl
-from grumem.io.typed import (
-    checked_document,
-    decode_line,
-    encode_checked,
-    read_checked,
-    read_records,
-    write_records,
-)
+from grumem.io.typed import checked_document, decode_line, read_checked, read_records, write_records
 from grumem.records.chunk import ChunkLine
 from grumem.records.kappa import KappaCalibration
 from grumem.records.label import Label
 from grumem.records.log import LogLine
 from grumem.records.trajectory import Trajectory
-from grumem.stages.export import TRAJECTORIES, export
 from support.checkout import FIXTURES_DIR
-from support.export import calibrate, inputs
-from support.schema_data import VALUES, mutants, mutated, paths, schema_accepts
+from support.schema_data import (
+    VALUES,
+    an_integral_float_in,
+    mutants,
+    mutated,
+    paths,
+    schema_accepts,
+)
 
 LOG = FIXTURES_DIR / "export" / "log.jsonl"
 LINES: list[dict[str, Any]] = list(read_jsonl(LOG, "log"))
@@ -104,21 +103,11 @@ def test_every_single_field_mutation_accepted_exactly_when_the_schema_accepts_it
         if line is None:
             refused += 1
             if by_schema:
-                assert _an_integral_float_in(m), m
+                assert an_integral_float_in(m), m
         else:
             accepted += 1
             assert by_schema, m
     assert accepted and refused  # both branches met
-
-
-def _an_integral_float_in(value: Any) -> bool:
-    if isinstance(value, float):
-        return value.is_integer()
-    if isinstance(value, dict):
-        return any(_an_integral_float_in(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_an_integral_float_in(v) for v in value)
-    return False
 
 
 @settings(max_examples=300, deadline=None)
@@ -270,103 +259,3 @@ def test_written_records_are_checked_and_the_bytes_are_the_jsonl_writers(tmp_pat
 def test_decode_line_is_the_readers_one_call():
     raw = dumps(LINES[1]).encode()
     assert decode_line("log.jsonl", 2, raw, LogLine) == LogLine.decode(raw)
-
-
-# --- the corpus trajectories -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """The fixture's trajectories as exported, plus one with a re-ask and an abort."""
-    work = tmp_path_factory.mktemp("export")
-    for name in ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl"):
-        (work / name).write_bytes((FIXTURES_DIR / "export" / name).read_bytes())
-    calibrate(work)
-    export(inputs(work))
-    records = list(read_jsonl(work / "corpus" / TRAJECTORIES, "trajectory"))
-    extra = copy.deepcopy(records[0])
-    turn = extra["turns"][0]
-    turn["earlier_asks"] = [
-        {
-            "ask": 0,
-            "request_sha256": "x",
-            "response": None,
-            "parsed": False,
-            "parse_error": {"tag": "response", "reason": "no answer", "raw": ""},
-        }
-    ]
-    extra["aborted"] = {"t": 3, "reason": "budget", "component": "section"}
-    extra["r_exit"], extra["r_exit_reason"] = None, "aborted"
-    return [*records, extra]
-
-
-def test_every_exported_trajectory_passes_the_check(corpus, tmp_path: Path):
-    for record in corpus:
-        assert schema_accepts(record, "trajectory")
-        typed = Trajectory.convert(record)
-        assert typed.to_dict() == record
-        line = encode_checked(typed, Trajectory, tmp_path / "t.jsonl", 1)
-        assert line == dumps(record).encode("utf-8")
-
-
-def test_trajectory_mutations_pass_the_check_exactly_when_the_schema_accepts_them(corpus):
-    """Every field of every trajectory (nested ones too) set to each JSON type, deleted,
-    or given an unknown sibling, plus each r_exit value: the check the export runs on
-    each line it writes (its class decoding it) accepts what the schema accepts, and
-    names the field otherwise."""
-    accepted = refused = 0
-    for record in corpus:
-        ms = [mutated(record, ("r_exit",), v) for v in (0, 0.0, -0.75, -0.5, -1, 0.5, False)]
-        for m in ms + mutants(record):
-            try:
-                Trajectory.decode(dumps(m).encode("utf-8"))
-            except RecordShapeError as e:
-                assert e.why, str(e)
-                refused += 1
-                if schema_accepts(m, "trajectory"):
-                    assert _an_integral_float_in(m), m
-            else:
-                accepted += 1
-                assert schema_accepts(m, "trajectory"), m
-    assert accepted and refused
-
-
-def test_a_trajectory_built_wrong_is_refused_naming_its_field(corpus, tmp_path: Path):
-    """A record's constructor checks no type: the export's writer does, before the line
-    is written."""
-    record = Trajectory.convert(corpus[0])
-    path = tmp_path / "trajectories.jsonl"
-    turn = msgspec.structs.replace(record.turns[1], r_update=0)
-    for bad, field in [
-        (msgspec.structs.replace(record, r_format=2), "r_format"),
-        (msgspec.structs.replace(record, turns=[record.turns[0], turn]), "turns.1.r_update"),
-        (msgspec.structs.replace(record, turns=[]), "turns"),
-    ]:
-        with pytest.raises(RecordError) as e:
-            encode_checked(bad, Trajectory, path, 7)
-        assert (e.value.path, e.value.line, e.value.field) == (str(path), 7, field), str(e.value)
-
-
-# a parse failure's keys in the schema's order, as the log holds them
-PARSE_ERROR = st.builds(
-    lambda tag, reason, raw: {"tag": tag, "reason": reason, "raw": raw},
-    st.sampled_from(["think", "check", "update", "next", "response"]),
-    st.text(),
-    st.text(),
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    advantages=st.lists(st.none() | st.floats(allow_nan=False), min_size=3, max_size=3),
-    parse_error=PARSE_ERROR,
-)
-def test_record_bytes_are_what_dumps_writes(corpus, advantages, parse_error):
-    """A trajectory's line is msgspec's only where it agrees with the reference byte for
-    byte: tiny, huge and negative-zero floats, odd parse errors included."""
-    record = copy.deepcopy(corpus[-1])
-    for turn in record["turns"]:
-        turn["advantage"], turn["advantage_traj"], turn["advantage_turn"] = advantages
-        for ask in turn["earlier_asks"]:
-            ask["parse_error"] = parse_error
-    assert Trajectory.convert(record).encode() == dumps(record).encode("utf-8")
