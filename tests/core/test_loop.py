@@ -9,14 +9,15 @@ import pytest
 from grumem.core.loop import interpret
 from grumem.core.tokens import Encoder, Tokens, token_bound
 from grumem.io.tokenizer import cl100k_tokens
+from grumem.records.response import Attempt
 
 TOKENS = cl100k_tokens()
 
 
-def _answer(candidate: str) -> dict:
+def _answer(candidate: str) -> Attempt:
     content = f"<think>t</think><check>yes</check><update>{candidate}</update><next>continue</next>"
     body = json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]})
-    return {"status": 200, "body": body}
+    return Attempt(attempt=1, status=200, body=body, sha256=None, latency_s=0.1, error=None)
 
 
 def test_a_candidate_longer_in_bytes_than_the_budget_but_within_it_in_tokens_is_used() -> None:

@@ -69,6 +69,6 @@ def test_content_comes_from_the_raw_bytes() -> None:
     # a 200 that is not UTF-8 is no chat completion, in the loop and in the export alike
     bad = attempt_record(1, Outcome(200, NOT_UTF8, None), 0.1, None, "http://127.0.0.1:9/v1")
     assert recorded_content("r.jsonl", 1, Attempt.convert(bad)) is None
-    gate = interpret(bad)
+    gate = interpret(Attempt.convert(bad))
     assert gate["parsed"] is False and gate["content"] is None
     assert gate["parse_error"]["tag"] == "response"

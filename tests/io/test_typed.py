@@ -21,6 +21,7 @@ from grumem.core.json_text import dumps
 from grumem.errors import GrumemError, RecordError
 from grumem.io.jsonl import read_jsonl, write_jsonl
 from grumem.io.typed import checked_document, decode_line, read_checked, read_records, write_records
+from grumem.records.base import or_none
 from grumem.records.chunk import ChunkLine
 from grumem.records.kappa import KappaCalibration
 from grumem.records.label import Label
@@ -77,18 +78,18 @@ def test_decodes_every_fixture_line_as_the_reference_reads_it():
         assert line is not None
         assert line.to_dict() == base
         for name, value in base.items():
-            assert msgspec.to_builtins(line[name]) == value, name
-        assert line.get("response_model") == base.get("response_model")
+            assert msgspec.to_builtins(getattr(line, name)) == value, name
+        assert or_none(line.response_model) == base.get("response_model")
 
 
 def test_absent_optional_field_reads_as_missing():
     line = decoded(LINES[0])
     assert line is not None
     assert "response_model" not in LINES[0]
-    assert line.get("response_model") is None and line.response_model is msgspec.UNSET
+    assert or_none(line.response_model) is None and line.response_model is msgspec.UNSET
     assert "response_model" not in line.to_dict()
     with pytest.raises(AttributeError):
-        line["no_such_field"]
+        line.no_such_field  # noqa: B018 (reading it is the test)
 
 
 @pytest.mark.parametrize("base", range(len(BASES)))
@@ -188,7 +189,7 @@ def test_a_huge_integer_is_read_exactly():
     line = json.loads(dumps(LINES[0]))
     line["sample"] = 2**70
     typed = decoded(line)
-    assert typed is not None and typed["sample"] == 2**70
+    assert typed is not None and typed.sample == 2**70
     assert typed.encode() == dumps(line).encode()
 
 

@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grumem.core.loop import user_message
+from grumem.core.loop import PromptHalves, user_message
 from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, memory_text
 from grumem.core.tokens import Encoder, Tokens, token_bound
 from grumem.errors import BudgetError
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 from grumem.io.tokenizer import cl100k_tokens
+from grumem.records.prompt import PromptRecord, TokenCounts
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests, turn_tokens
 
@@ -68,11 +69,25 @@ def _refuse() -> Encoder:
     raise AssertionError("the encoder was loaded")
 
 
-def _turn(prefix: str, suffix: str) -> dict:
-    turn = {"system": None, "prefix": prefix, "suffix": suffix}
+def _turn(prefix: str, suffix: str) -> PromptRecord:
     # as the prompts stage records it: the first turn's count less its memory's
-    fixed = TOKENS.count(user_message(turn, None)) - TOKENS.count(NO_PREVIOUS_MEMORY)
-    return {**turn, "tokens": {"question": 1, "section": 1, "fixed": fixed}}
+    fixed = TOKENS.count(user_message(PromptHalves(prefix, suffix), None))
+    fixed -= TOKENS.count(NO_PREVIOUS_MEMORY)
+    return PromptRecord(
+        trajectory_id="p/q/s/0",
+        project="p",
+        query_id="q",
+        session="s",
+        sample=0,
+        t=1,
+        chunk_sha="0" * 64,
+        chunk_file="s.jsonl",
+        chunk_line=1,
+        system=None,
+        prefix=prefix,
+        suffix=suffix,
+        tokens=TokenCounts(question=1, section=1, fixed=fixed),
+    )
 
 
 def test_a_turn_within_its_budget_in_tokens_but_not_in_bytes_is_sent() -> None:

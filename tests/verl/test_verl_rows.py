@@ -151,9 +151,9 @@ def test_every_turn_prompt_is_the_responses_stage_user_message() -> None:
     }
     assert len(records) == 72
     for record in records:
-        row = rows[record["query_id"], record["session"]]
-        chunk = row.chunks[record["t"] - 1]
-        assert chunk.chunk_sha == record["chunk_sha"]
+        row = rows[record.query_id, record.session]
+        chunk = row.chunks[record.t - 1]
+        assert chunk.chunk_sha == record.chunk_sha
         for memory in (None, "the agent fixed it with `--legacy-peer-deps` {chunk} é"):
             got = turn_prompt(prompt_builder(row), row, chunk, memory).messages
             assert got == [{"role": "user", "content": user_message(record, memory)}]

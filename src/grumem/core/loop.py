@@ -7,20 +7,22 @@ the recording, so a recording and the log can never disagree silently.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from grumem.core.gate_parser import MAX_RAW, parse_gate_response
 from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, raw_body
 from grumem.core.template import memory_text
 from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import ParseError
-from grumem.records.base import Fields
+from grumem.records.base import or_none
+from grumem.records.prompt import PromptRecord
+from grumem.records.response import Attempt
 
 _NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
 
 
 def interpret(
-    response: Fields, memory_budget: int | None = None, tokens: Tokens | None = None
+    response: Attempt, memory_budget: int | None = None, tokens: Tokens | None = None
 ) -> dict[str, Any]:
     """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
 
@@ -29,10 +31,10 @@ def interpret(
     budget needs) is the model's format failure (tag `update`): using it would
     make the next prompt over budget."""
     _check_counter(memory_budget, tokens)
-    body = response.get("body")
-    raw = raw_body(body, response.get("body_b64")) if body is not None else None
-    if response.get("status") != 200 or raw is None:
-        error = response.get("error") or f"HTTP {response.get('status')}"
+    body = response.body
+    raw = raw_body(body, or_none(response.body_b64)) if body is not None else None
+    if response.status != 200 or raw is None:
+        error = response.error or f"HTTP {response.status}"
         return {
             "parsed": False,
             **_NULL_GATE,
@@ -41,7 +43,7 @@ def interpret(
             "parse_error": {
                 "tag": "response",
                 "reason": f"no answer: {error}",
-                "raw": (response.get("body") or "")[:MAX_RAW],
+                "raw": (body or "")[:MAX_RAW],
             },
         }
     try:
@@ -55,7 +57,7 @@ def interpret(
             "parse_error": {
                 "tag": "response",
                 "reason": f"not a chat completion: {e}",
-                "raw": response["body"][:MAX_RAW],
+                "raw": (body or "")[:MAX_RAW],
             },
         }
     return interpret_content(content, finish, memory_budget, tokens)
@@ -124,11 +126,16 @@ def memory_after(memory_before: str | None, gate: dict[str, Any]) -> str | None:
     return memory_before
 
 
-def user_message(prompt: Fields, memory: str | None) -> str:
-    """The user message of a turn: its prompt record with M_{t-1} in the memory slot."""
-    prefix: str = prompt["prefix"]  # strings in every prompt record (prompt.schema.yaml)
-    suffix: str = prompt["suffix"]
-    return prefix + memory_text(memory) + suffix
+class PromptHalves(NamedTuple):
+    """The user message of a turn around its memory slot (a prompt record's halves)."""
+
+    prefix: str
+    suffix: str
+
+
+def user_message(prompt: PromptRecord | PromptHalves, memory: str | None) -> str:
+    """The user message of a turn: its prompt with M_{t-1} in the memory slot."""
+    return prompt.prefix + memory_text(memory) + prompt.suffix
 
 
 def ask_seed(ask: int, samples: int, sample: int) -> int:

@@ -21,10 +21,9 @@ field, in the schema's property order, which is the order the writers emit keys
   `__post_init__`, which msgspec runs on every decode, convert and construction.
 
 Records are frozen (no field is reassigned); arrays are lists, as JSON gives them,
-so `to_dict` is the JSON value itself.
-
-A record reads like the dict it replaces (`r["body"]`, `r.get("body_b64")`), so a
-function of grumem.core that takes a dict read by another stage takes a record too.
+so `to_dict` is the JSON value itself. A field is read as an attribute (`r.body`),
+checked by mypy where the code is typed; an optional one the record does not have
+is ABSENT (`or_none` reads it as None).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal, Protocol, Self, TypeAlias, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeAlias, TypeVar
 
 import msgspec
 
@@ -47,7 +46,6 @@ __all__ = [
     "ABSENT",
     "Absent",
     "Count",
-    "Fields",
     "JsonObject",
     "NonEmpty",
     "Number",
@@ -77,25 +75,8 @@ def or_none(value: T | Absent) -> T | None:
     return None if isinstance(value, msgspec.UnsetType) else value
 
 
-class Fields(Protocol):
-    """What reads a record's fields by name: a Record, or the JSON object it decodes from."""
-
-    def __getitem__(self, name: str, /) -> Any: ...
-
-    def get(self, name: str, default: Any = None, /) -> Any: ...
-
-
 class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A record of one schema; subclasses are its closed objects, in the schema's order."""
-
-    # r["name"] is the attribute lookup itself (a C slot, not a Python method: the
-    # export reads ~45 fields a line); a field that is not there is an AttributeError
-    __getitem__ = object.__getattribute__
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """The field's value, `default` when the record has no such field or it is ABSENT."""
-        value = getattr(self, name, default)
-        return default if value is ABSENT else value
 
     @classmethod
     def decode(cls, data: bytes | str) -> Self:

@@ -29,6 +29,7 @@ from grumem.io.typed import read_records
 from grumem.llm.job import failed_requests_message, llm_job
 from grumem.llm.request import build_body, sampling_params
 from grumem.records.prompt import PromptRecord
+from grumem.records.response import Attempt
 
 
 @dataclass(frozen=True)
@@ -62,13 +63,13 @@ class LoopSettings:
 
 
 async def run_trajectory(
-    client: Any, turns: list[dict], s: LoopSettings, progress: Progress
+    client: Any, turns: list[PromptRecord], s: LoopSettings, progress: Progress
 ) -> list[dict]:
     """One trajectory's exchange (and abort) records, turn by turn."""
     out: list[dict] = []
     memory: str | None = None
     for turn in turns:
-        base = {"trajectory_id": turn["trajectory_id"], "t": turn["t"]}
+        base = {"trajectory_id": turn.trajectory_id, "t": turn.t}
         user = user_message(turn, memory)
         try:
             _check_turn_budget(s, turn, user, memory)
@@ -77,7 +78,7 @@ async def run_trajectory(
                 {
                     "kind": "abort",
                     **base,
-                    "chunk_sha": turn["chunk_sha"],
+                    "chunk_sha": turn.chunk_sha,
                     "reason": "budget",
                     "component": e.component,
                     "detail": str(e),
@@ -85,20 +86,18 @@ async def run_trajectory(
             )
             progress.dropped += 1
             break
-        messages = [] if turn["system"] is None else [{"role": "system", "content": turn["system"]}]
+        messages = [] if turn.system is None else [{"role": "system", "content": turn.system}]
         messages.append({"role": "user", "content": user})
         for ask in range(s.parse_retries + 1):
-            seed = ask_seed(ask, s.samples, turn["sample"])
+            seed = ask_seed(ask, s.samples, turn.sample)
             body = build_body(s.model, messages, sampling_params(s.llm, seed), s.grammar)
-            ex = await client.complete(
-                body, label=f"{turn['trajectory_id']} t={turn['t']} ask={ask}"
-            )
+            ex = await client.complete(body, label=f"{turn.trajectory_id} t={turn.t} ask={ask}")
             out.append(
                 {
                     "kind": "exchange",
                     **base,
                     "ask": ask,
-                    "chunk_sha": turn["chunk_sha"],
+                    "chunk_sha": turn.chunk_sha,
                     "memory_before": memory,
                     "request": ex.request,
                     "response": ex.response,
@@ -112,10 +111,10 @@ async def run_trajectory(
                     {
                         "kind": "abort",
                         **base,
-                        "chunk_sha": turn["chunk_sha"],
+                        "chunk_sha": turn.chunk_sha,
                         "reason": "request_failed",
                         "component": None,
-                        "detail": ex.failure(f"{turn['trajectory_id']} t={turn['t']} ask={ask}"),
+                        "detail": ex.failure(f"{turn.trajectory_id} t={turn.t} ask={ask}"),
                     }
                 )
                 progress.dropped += 1
@@ -123,7 +122,7 @@ async def run_trajectory(
                 return out
             # an over-long candidate is this turn's format failure, not the next
             # turn's budget abort: the memory stays M_{t-1} and the loop goes on
-            gate = interpret(ex.response, s.budget.memory, s.tokens)
+            gate = interpret(Attempt.convert(ex.response), s.budget.memory, s.tokens)
             if gate["parsed"]:
                 progress.parsed += 1
                 break
@@ -134,7 +133,7 @@ async def run_trajectory(
     return out
 
 
-def _check_turn_budget(s: LoopSettings, turn: dict, user: str, memory: str | None) -> None:
+def _check_turn_budget(s: LoopSettings, turn: PromptRecord, user: str, memory: str | None) -> None:
     """BudgetError when the turn does not fit, decided on exact counts: upper bounds
     that fit prove the counts fit (the usual case, with no encoder loaded); only a
     turn near a limit is counted."""
@@ -144,43 +143,45 @@ def _check_turn_budget(s: LoopSettings, turn: dict, user: str, memory: str | Non
         check_budget(s.budget, turn_tokens(turn, memory, s.tokens), s.llm["max_tokens"])
 
 
-def _turn_token_bounds(turn: dict, user: str, memory: str | None) -> dict[str, int]:
+def _turn_token_bounds(turn: PromptRecord, user: str, memory: str | None) -> dict[str, int]:
     """turn_tokens' counts, or upper bounds of them (grumem.core.tokens.token_bound)."""
-    system = token_bound(turn["system"]) if turn["system"] else 0
+    system = token_bound(turn.system) if turn.system else 0
     return {
-        "question": turn["tokens"]["question"],
-        "section": turn["tokens"]["section"],
+        "question": turn.tokens.question,
+        "section": turn.tokens.section,
         "memory": token_bound(memory_text(memory)),
         "total": token_bound(user) + system,
     }
 
 
-def turn_tokens(turn: dict, memory: str | None, tokens: Tokens) -> dict[str, int]:
+def turn_tokens(turn: PromptRecord, memory: str | None, tokens: Tokens) -> dict[str, int]:
     """The budget counts of user_message(turn, memory) (and the system prompt), exactly.
 
     The prompts stage counted the turn with the t=1 memory (`tokens.fixed` is that
     count, less the memory's own); only the slot around the memory is counted here
     again, and cached: no turn encodes its section a second time."""
     cached = tokens.count_cached
-    system = cached(turn["system"]) if turn["system"] else 0
+    system = cached(turn.system) if turn.system else 0
     text = memory_text(memory)
     first = cached(NO_PREVIOUS_MEMORY)
-    user_first = turn["tokens"]["fixed"] - system + first
-    user = tokens.count_refilled(
-        turn["prefix"], turn["suffix"], NO_PREVIOUS_MEMORY, user_first, text
-    )
+    user_first = turn.tokens.fixed - system + first
+    user = tokens.count_refilled(turn.prefix, turn.suffix, NO_PREVIOUS_MEMORY, user_first, text)
     return {
-        "question": turn["tokens"]["question"],
-        "section": turn["tokens"]["section"],
+        "question": turn.tokens.question,
+        "section": turn.tokens.section,
         "memory": cached(text),
         "total": user + system,
     }
 
 
 async def run_shard(
-    client: Any, prompts: list[dict], s: LoopSettings, progress: Progress, report_every: float = 5.0
+    client: Any,
+    prompts: list[PromptRecord],
+    s: LoopSettings,
+    progress: Progress,
+    report_every: float = 5.0,
 ) -> list[dict]:
-    trajectories = [list(g) for _, g in groupby(prompts, key=lambda p: p["trajectory_id"])]
+    trajectories = [list(g) for _, g in groupby(prompts, key=lambda p: p.trajectory_id)]
     progress.counters = client.counters
     reporter = asyncio.create_task(progress.report_every(report_every))
     try:
@@ -204,8 +205,7 @@ def run(
     """Run the loop over a prompts file and write its responses file atomically;
     `max_in_flight` caps the requests in flight (None: the endpoints' caps)."""
     s = LoopSettings.from_settings(settings)
-    # prompt records read like the dicts the loop's functions take (turn["tokens"]["fixed"])
-    prompts: list[Any] = [p for _, p in read_records(prompts_path, PromptRecord)]
+    prompts = [p for _, p in read_records(prompts_path, PromptRecord)]
     progress = Progress(len(prompts), label or str(prompts_path))
     with llm_job(s.llm, s.llm["base_url"], [out_path], progress, log_path, max_in_flight) as job:
         records = job.run(lambda client: run_shard(client, prompts, s, progress))

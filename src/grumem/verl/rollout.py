@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grumem.core.json_text import sha256_text
-from grumem.core.loop import interpret_content, memory_after, stops, user_message
+from grumem.core.loop import PromptHalves, interpret_content, memory_after, stops, user_message
 from grumem.core.template import PromptBuilder
 from grumem.core.tokens import Tokens
 from grumem.errors import BudgetError, GrumemError
@@ -87,7 +87,7 @@ def turn_prompt(
 ) -> TurnPrompt:
     """The chat messages of turn t with M_{t-1} = `memory`, within the budget."""
     prefix, suffix = builder.split(row.question, chunk.text)
-    user = user_message({"prefix": prefix, "suffix": suffix}, memory)
+    user = user_message(PromptHalves(prefix, suffix), memory)
     tokens = builder.count(row.question, chunk.text, memory)
     try:
         builder.check(tokens)
