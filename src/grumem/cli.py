@@ -4,7 +4,10 @@ Argument definitions only. Each subcommand is `add_<name>(subparsers)`, naming
 its handler as "module:function": rule `gates` -> `grumem gates` ->
 grumem.stages.gates:main; commands that are no rule live in grumem.tools (or
 beside the module they wrap). The handler is imported only when its command
-runs, so `grumem --help` loads no stage.
+runs, so `grumem --help` loads no stage. An option several commands share is
+declared once, by the helper whose name says what it is (add_llm_job_options,
+add_chunk_inputs, add_corpus_inputs); a command's own required options go
+through add_required.
 
 `--log` only ever names a progress log the command appends to (and where
 its error goes too); an input that is a log, such as log.jsonl, has its own
@@ -19,20 +22,50 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from typing import Any
 
 from grumem.config.settings import add_settings_arguments
 from grumem.errors import GrumemError
 from grumem.io.progress import stderr_also_to
 
+CHUNK_INPUTS = "chunk files, directories of them, or chunk manifests (.json)"
 
-def add_progress_log(p: argparse.ArgumentParser) -> None:
-    """`--log`: the progress log this command appends to, and the only file its
-    error handler may write (see main)."""
+
+def add_llm_job_options(p: argparse.ArgumentParser) -> None:
+    """What a command sending LLM requests takes besides its files: its settings and
+    connection, the requests it keeps in flight, and `--log`, the progress log it
+    appends to and the only file its error handler may write (see main)."""
+    add_settings_arguments(p)
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight, the job's llm_slots (with one URL in llm.base_url it "
+        "overrides llm.concurrency; with a list, it caps their total)",
+    )
     p.add_argument(
         "--log",
         dest="progress_log",
         default=None,
         help="also append everything written to stderr (progress, statistics, errors) to this file",
+    )
+
+
+def add_required(p: argparse.ArgumentParser, **options: str) -> None:
+    """Required options, each named by its keyword (`out_dir` is `--out-dir`), with its help."""
+    for name, help in options.items():
+        p.add_argument(f"--{name.replace('_', '-')}", required=True, help=help)
+
+
+def add_chunk_inputs(p: argparse.ArgumentParser, *flag: str, **kw: Any) -> None:
+    """The chunks a command reads, one or more: positional, or the option `flag`."""
+    p.add_argument(*(flag or ["chunks"]), nargs="+", **{"help": CHUNK_INPUTS, **kw})
+
+
+def add_corpus_inputs(p: argparse.ArgumentParser) -> None:
+    """What the report's commands read: the turn log and the corpus trajectories."""
+    add_required(
+        p, turn_log="log.jsonl, the turn log (read only)", trajectories="corpus/trajectories.jsonl"
     )
 
 
@@ -56,40 +89,26 @@ def add_parse(sub: argparse._SubParsersAction) -> None:
 def add_prompts(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prompts", help="stage `prompts`: every (trajectory, t) of a shard")
     add_settings_arguments(p)
-    p.add_argument("--project", required=True)
-    p.add_argument("--queries", required=True, help="queries YAML")
+    add_required(p, project="the project", queries="queries YAML")
     p.add_argument("--template", default=None, help="default templates/gru-mem.txt")
     p.add_argument("--sessions", default=None, help="the project's session index (grumem sessions)")
-    p.add_argument("--out", required=True)
-    p.add_argument(
-        "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
-    )
+    add_required(p, out="the shard's prompts (JSON Lines)")
+    add_chunk_inputs(p)
     p.set_defaults(handler="grumem.stages.prompts:main")
 
 
 def add_sessions(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sessions", help="stage `sessions`: a project's session index")
-    p.add_argument("--out", required=True, help="the index (JSON Lines: session, file, line)")
-    p.add_argument(
-        "chunks",
-        nargs="+",
-        help="every chunk file of the project, directories, or chunk manifests (.json)",
-    )
+    add_required(p, out="the index (JSON Lines: session, file, line)")
+    add_chunk_inputs(p, help=f"every one of the project: {CHUNK_INPUTS}")
     p.set_defaults(handler="grumem.stages.sessions:main")
 
 
 def add_responses(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("responses", help="stage `responses`: the gated loop over a shard")
-    add_settings_arguments(p)
-    p.add_argument("--prompts", required=True)
-    p.add_argument("--out", required=True)
-    add_progress_log(p)
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=None,
-        help="requests in flight, the job's llm_slots (with one URL in llm.base_url it "
-        "overrides llm.concurrency; with a list, it caps their total)",
+    add_llm_job_options(p)
+    add_required(
+        p, prompts="the shard's prompts (grumem prompts)", out="the shard's responses (JSON Lines)"
     )
     p.set_defaults(handler="grumem.stages.responses:main")
 
@@ -97,9 +116,12 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
 def add_gates(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gates", help="stage `gates`: strict offline re-parse of the recording")
     add_settings_arguments(p)
-    p.add_argument("--prompts", required=True)
-    p.add_argument("--responses", required=True)
-    p.add_argument("--out", required=True)
+    add_required(
+        p,
+        prompts="the shard's prompts",
+        responses="the shard's responses, as recorded",
+        out="the shard's gates (JSON Lines)",
+    )
     p.set_defaults(handler="grumem.stages.gates:main")
 
 
@@ -109,42 +131,39 @@ def add_log(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", nargs="+", required=True, help="per shard, in shard order")
     p.add_argument("--responses", nargs="+", required=True, help="per shard, same order")
     p.add_argument("--gates", nargs="+", required=True, help="per shard, same order")
-    p.add_argument("--out", required=True)
+    add_required(p, out="log.jsonl, the turn log")
     p.set_defaults(handler="grumem.stages.log:main")
 
 
 def add_kappa(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("kappa", help="stage `kappa` (M5.2): Cohen's kappa of labels vs calibration")
-    p.add_argument("--labels", required=True, help="labels.jsonl")
-    p.add_argument("--calibration", required=True, help="an independent labelling of a sample")
-    p.add_argument("--queries", required=True, help="the project's queries YAML")
-    p.add_argument(
-        "--chunks",
-        nargs="+",
-        required=True,
-        help="the project's chunk files, directories or manifests: calibration pairs among them",
+    p = sub.add_parser("kappa", help="stage `kappa`: Cohen's kappa of labels vs calibration")
+    add_required(
+        p,
+        labels="labels.jsonl",
+        calibration="an independent labelling of a sample",
+        queries="the project's queries YAML",
     )
+    among = "calibration pairs among them"
+    add_chunk_inputs(p, "--chunks", required=True, help=f"the project's {CHUNK_INPUTS}: {among}")
     add_settings_arguments(p, required=False, connection=False)
-    p.add_argument("--out", required=True, help="kappa.json")
+    add_required(p, out="kappa.json")
     p.set_defaults(handler="grumem.stages.kappa:main")
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="stage `export` (M5.3): the verl corpus from log + labels")
-    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
-    p.add_argument("--labels", required=True, help="labels.jsonl")
-    p.add_argument("--kappa", required=True, help="kappa.json from `grumem kappa` (required)")
-    add_settings_arguments(p, required=False, connection=False)
-    p.add_argument(
-        "--chunks",
-        nargs="+",
-        default=(),
-        help="chunk files, directories or chunk manifests: t_last_evidence over whole sessions",
+    p = sub.add_parser("export", help="stage `export`: the verl corpus from log + labels")
+    add_required(
+        p,
+        turn_log="log.jsonl, the turn log (read only)",
+        labels="labels.jsonl",
+        kappa="kappa.json from `grumem kappa` (required)",
     )
-    p.add_argument(
-        "--out-dir",
-        required=True,
-        help="writes trajectories.jsonl, turns.parquet, summary.json, README.md (the card),"
+    add_settings_arguments(p, required=False, connection=False)
+    sessions = "t_last_evidence over whole sessions"
+    add_chunk_inputs(p, "--chunks", default=(), help=f"{CHUNK_INPUTS}: {sessions}")
+    add_required(
+        p,
+        out_dir="writes trajectories.jsonl, turns.parquet, summary.json, README.md (the card),"
         " sessions.parquet with --queries",
     )
     p.add_argument(
@@ -166,10 +185,8 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         "verl-config",
         help="print the Hydra overrides that train verl on a corpus with grumem's rewards",
     )
-    p.add_argument(
-        "--corpus",
-        required=True,
-        help="an export's directory, or its turns.parquet (sessions.parquet with --online)",
+    add_required(
+        p, corpus="an export's directory, or its turns.parquet (sessions.parquet with --online)"
     )
     p.add_argument("--val-corpus", help="validation corpus (default: the training corpus)")
     p.add_argument(
@@ -201,12 +218,49 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.tools.verl_config:main")
 
 
+def add_verl_cpu(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verl-cpu",
+        help="train the loop online with verl's own trainer on this CPU (the embedded backend)",
+    )
+    p.add_argument("--corpus", required=True, help="an export's directory, or its sessions.parquet")
+    p.add_argument("--out", required=True, help="the run's directory: metrics.jsonl, checkpoints/")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="an HF model folder, or a GGUF to convert (default: the demo's SmolLM2-135M)",
+    )
+    p.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
+    p.add_argument("--batch", type=int, default=2, help="sessions rows a step (default 2)")
+    p.add_argument("--rollouts", type=int, default=2, help="rollouts of a row (default 2)")
+    p.add_argument("--max-prompt-tokens", type=int, default=2048, help="policy tokens (2048)")
+    p.add_argument("--max-response-tokens", type=int, default=128, help="policy tokens (128)")
+    p.add_argument("--lr", type=float, default=1e-6, help="the actor's learning rate (1e-6)")
+    p.add_argument(
+        "--grammar",
+        choices=("gate",),
+        default=None,
+        help="draw every answer under the gate grammar (log-probs stay the policy's)",
+    )
+    p.add_argument(
+        "--print",
+        dest="print_only",
+        action="store_true",
+        help="print the command line (environment first) instead of running it",
+    )
+    p.add_argument(
+        "overrides", nargs="*", help="more Hydra overrides for verl's trainer (they win)"
+    )
+    p.set_defaults(handler="grumem.tools.verl_cpu:main")
+
+
 TRANSCRIPT_FORMATS: tuple[str, ...] = ("auto", "claude-code", "mini-swe-agent", "swe-agent")
 TRANSCRIPT_FORMATS += ("openai", "records")
 TRANSCRIPT_FORMATS += ("openhands", "codex-cli")
 TRANSCRIPT_FORMATS += ("aider", "gemini-cli")
 TRANSCRIPT_FORMATS += ("anthropic", "trajectory-dataset")
 TRANSCRIPT_FORMATS += ("continue", "cline", "amp", "copilot-cli", "copilot-chat")
+TRANSCRIPT_FORMATS += ("cursor", "opencode", "kilo", "goose", "zed")
 
 
 def add_chunk(sub: argparse._SubParsersAction) -> None:
@@ -239,6 +293,20 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
         default=5000,
         help="section budget: max cl100k tokens of a rendered chunk (>= 50)",
     )
+    p.add_argument(
+        "--redact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replace secrets (API keys, tokens, private keys, passwords) in the records by"
+        " [REDACTED:<kind>:<hash>] before chunking (default: on)",
+    )
+    p.add_argument(
+        "--detector",
+        default=None,
+        metavar="LABEL",
+        help="the secret detector expected (the chunk rule passes the one the workflow was"
+        " planned with): another installed detector is an error, not other chunks",
+    )
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--out", help="directory for <session>.jsonl chunk files")
     out.add_argument(
@@ -253,6 +321,35 @@ def add_chunk(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.stages.chunk:main")
 
 
+def add_discover(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "discover", help="find the agent logs on this machine; --write a config for them"
+    )
+    p.add_argument(
+        "--home",
+        default=None,
+        metavar="DIR",
+        help="look under DIR as the home directory, without the environment's overrides"
+        " (XDG_*, a tool's own variable); default: your home, with them",
+    )
+    p.add_argument(
+        "--write",
+        default=None,
+        metavar="FILE",
+        help="write a config with one project per place found (and beside it a starter"
+        " queries.yaml and empty calibration files, when absent)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --write FILE")
+    p.set_defaults(handler="grumem.tools.discover:main")
+
+
+def add_redact(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("redact", help="copy chunk files into --out with their secrets redacted")
+    p.add_argument("--out", required=True, help="the directory of the redacted copies")
+    p.add_argument("files", nargs="+", metavar="FILE", help="chunk files (JSON Lines)")
+    p.set_defaults(handler="grumem.tools.redact:main")
+
+
 def add_serve_local(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve-local", help="run the embedded llama.cpp model server until Ctrl-C")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
@@ -263,23 +360,15 @@ def add_serve_local(sub: argparse._SubParsersAction) -> None:
 
 def add_judge(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("judge", help="stage `judge`: evidence labels from an LLM judge")
-    add_settings_arguments(p)
-    p.add_argument("--project", required=True, help="the project (its labels section)")
-    p.add_argument("--queries", required=True, help="queries YAML")
+    add_llm_job_options(p)
+    add_required(p, project="the project (its labels section)", queries="queries YAML")
     p.add_argument("--template", default=None, help="default templates/judge.txt")
-    p.add_argument("--out", required=True, help="labels JSONL, sorted by (query_id, chunk_sha)")
-    p.add_argument("--unparsed", required=True, help="side file: the pairs left without a label")
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=None,
-        help="requests in flight, the job's llm_slots (with one URL in llm.base_url it "
-        "overrides llm.concurrency; with a list, it caps their total)",
+    add_required(
+        p,
+        out="labels JSONL, sorted by (query_id, chunk_sha)",
+        unparsed="side file: the pairs left without a label",
     )
-    add_progress_log(p)
-    p.add_argument(
-        "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
-    )
+    add_chunk_inputs(p)
     p.set_defaults(handler="grumem.stages.judge:main")
 
 
@@ -287,8 +376,7 @@ def add_labels(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("labels", help="stage `labels`: one labels file from the judge's shards")
     p.add_argument("--labels", nargs="+", required=True, help="per shard labels files")
     p.add_argument("--unparsed", nargs="+", required=True, help="per shard side files")
-    p.add_argument("--out", required=True, help="labels.jsonl")
-    p.add_argument("--unparsed-out", required=True, help="the merged side file")
+    add_required(p, out="labels.jsonl", unparsed_out="the merged side file")
     p.set_defaults(handler="grumem.stages.labels:main")
 
 
@@ -296,14 +384,11 @@ def add_calibrate_sample(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate-sample", help="draw a stratified sample of (query, chunk) to label by hand"
     )
-    p.add_argument("--queries", required=True, help="queries YAML")
-    p.add_argument("--labels", required=True, help="the judge's labels.jsonl")
+    add_required(p, queries="queries YAML", labels="the judge's labels.jsonl")
     p.add_argument("--n", type=int, required=True, help="pairs to draw (export.min_calibration+)")
     p.add_argument("--seed", type=int, required=True, help="the same seed draws the same sample")
-    p.add_argument("--out", required=True, help="sample JSONL, `evidence: null` to fill")
-    p.add_argument(
-        "chunks", nargs="+", help="chunk files, directories of them, or chunk manifests (.json)"
-    )
+    add_required(p, out="sample JSONL, `evidence: null` to fill")
+    add_chunk_inputs(p)
     p.set_defaults(handler="grumem.tools.calibrate:main_sample")
 
 
@@ -311,9 +396,12 @@ def add_calibrate_finalize(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate-finalize", help="a filled calibration sample -> the calibration file"
     )
-    p.add_argument("--sample", required=True, help="the sample, every `evidence` true or false")
-    p.add_argument("--annotator", required=True, help="who labelled it (not the judge)")
-    p.add_argument("--out", required=True, help="the calibration file (label schema)")
+    add_required(
+        p,
+        sample="the sample, every `evidence` true or false",
+        annotator="who labelled it (not the judge)",
+        out="the calibration file (label schema)",
+    )
     p.set_defaults(handler="grumem.tools.calibrate:main_finalize")
 
 
@@ -321,8 +409,11 @@ def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate-serve", help="label a calibration sample in a browser, one key a pair"
     )
-    p.add_argument("--sample", required=True, help="the sample; each answer is saved in it")
-    p.add_argument("--annotator", required=True, help="who labels it (not the judge)")
+    add_required(
+        p,
+        sample="the sample; each answer is saved in it",
+        annotator="who labels it (not the judge)",
+    )
     p.add_argument(
         "--out",
         default=None,
@@ -336,11 +427,9 @@ def add_calibrate_serve(sub: argparse._SubParsersAction) -> None:
 
 def add_report_plots(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-plots", help="rule `report_plots`: the corpus plots as SVG files")
-    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
-    p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
-    p.add_argument(
-        "--out-dir", required=True, help="writes the SVG files of grumem.stages.report_plots.PLOTS"
-    )
+    add_corpus_inputs(p)
+    plots = "r_update_by_t.svg, t_last_evidence.svg, parse_rate_by_t.svg and latency.svg"
+    add_required(p, out_dir=f"writes {plots}")
     p.set_defaults(handler="grumem.stages.report_plots:main")
 
 
@@ -348,10 +437,9 @@ def add_report_viewer(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report-viewer", help="rule `report_viewer`: the trajectory viewer, one HTML page"
     )
-    p.add_argument("--turn-log", required=True, help="log.jsonl, the turn log (read only)")
-    p.add_argument("--trajectories", required=True, help="corpus/trajectories.jsonl")
+    add_corpus_inputs(p)
     p.add_argument("--template", default=None, help="the prompts' template (default gru-mem.txt)")
-    p.add_argument("--project", required=True, help="the project's name, for the page's title")
+    add_required(p, project="the project's name, for the page's title")
     p.add_argument(
         "--max-trajectories",
         type=int,
@@ -366,7 +454,7 @@ def add_report_viewer(sub: argparse._SubParsersAction) -> None:
         help="the page's size at most, in bytes (0: no limit; the default, 1500000, is what"
         " Chromium shows of a Snakemake report's page)",
     )
-    p.add_argument("--out", required=True, help="the page (HTML)")
+    add_required(p, out="the page (HTML)")
     p.set_defaults(handler="grumem.stages.report_viewer:main")
 
 
@@ -381,7 +469,10 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_kappa,
     add_export,
     add_verl_config,
+    add_verl_cpu,
     add_chunk,
+    add_discover,
+    add_redact,
     add_serve_local,
     add_judge,
     add_labels,
@@ -447,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _handler(args.handler)(args)
         except GrumemError as e:
             # on stderr, so in the progress log too: only a file declared as one
-            # (add_progress_log), never an input
+            # (add_llm_job_options), never an input
             print(f"grumem {args.command}: error: {e}", file=sys.stderr)
             return e.exit_code
         except KeyboardInterrupt:

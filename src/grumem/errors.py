@@ -12,12 +12,16 @@ do. The hierarchy, by what went wrong:
     ├── ParseError                      an answer that is not the strict tag shape (tag, reason)
     ├── TemplateError (ValueError)      a prompt template without its slots
     ├── BudgetError (ValueError)        a prompt over the token budget, naming the component
+    ├── TurnBudgetError (ValueError)    a verl rollout's turn over its budget or prompt_length
     ├── ChunkBudgetError (ValueError)   a record that cannot be cut to the section budget
     ├── KappaError                      κ that cannot be computed from these labels
     ├── MissingLabelsError              turns whose (query, chunk) has no evidence label
     ├── ExportRefused                   the export's κ gate is not met: nothing written
     ├── SampleChanged                   a calibration sample edited while its page was open
+    ├── PageRequestRefused              a request the calibration page answers with 4xx
     ├── GroupFailed                     a rollout of a verl group whose sibling failed
+    ├── VerlVersionError                a verl other than the one the CPU backend is pinned to
+    ├── EmbeddedTrainError              the embedded (CPU) training backend cannot start
     ├── RolloutRowError (ValueError)    a sessions.parquet row that cannot be built or run
     ├── EndpointError                   llm.base_url cannot be used as given
     ├── RequestError (ValueError)       a request body that cannot be built or sent
@@ -31,11 +35,11 @@ do. The hierarchy, by what went wrong:
         ├── KeyInResponse               a response body holds the API key
         └── ModelMismatch               the answer names another model than asked
 
-Two exceptions stay beside their code because they never reach a user:
-grumem.llm.transport.ResponseTooLarge (an httpx2 TransportError, so the SDK maps it
-like a cut connection; the client records it as a failed attempt) and
-grumem.tools.calibrate_serve.Refused (an HTTP 4xx answer of the calibration page).
-This module imports nothing of grumem: every layer may raise these.
+One exception stays beside its code: grumem.llm.transport.ResponseTooLarge
+must be an httpx2 TransportError, so that the SDK maps it as it maps a cut
+connection (the client records it as a failed attempt), and this module
+imports no dependency. It never reaches a user as such. This module imports
+nothing of grumem either: every layer may raise these.
 """
 
 from __future__ import annotations
@@ -145,6 +149,15 @@ class BudgetError(GrumemError, ValueError):
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
+class TurnBudgetError(GrumemError, ValueError):
+    """A turn of a verl rollout whose prompt does not fit (the row's budget, or the
+    policy's rollout.prompt_length): names the component, the turn and the row."""
+
+    def __init__(self, message: str, component: str):
+        self.component = component
+        super().__init__(message)
+
+
 class ChunkBudgetError(GrumemError, ValueError):
     pass
 
@@ -176,7 +189,8 @@ class MissingLabelsError(GrumemError):
 
 
 class ExportRefused(GrumemError):
-    """The export's preconditions (M5.2 calibration) are not met; nothing was written."""
+    """The export's preconditions (a κ calibration it can rely on) are not met; nothing
+    was written."""
 
 
 class RolloutRowError(GrumemError, ValueError):
@@ -294,5 +308,25 @@ class SampleChanged(GrumemError):
     """The sample file no longer holds the pair the page answered (edited meanwhile)."""
 
 
+class PageRequestRefused(GrumemError):
+    """A request to the calibration page refused with HTTP `status` (4xx); nothing was
+    changed. `text` is what the page answers."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(text)
+        self.status = status
+        self.text = text
+
+
 class GroupFailed(GrumemError):
     """Another rollout of the row failed, so this one is not trained on either."""
+
+
+class VerlVersionError(GrumemError):
+    """The installed verl is not the version whose private names grumem.verl.private
+    was read from: the CPU backend would patch what may no longer be there."""
+
+
+class EmbeddedTrainError(GrumemError):
+    """The embedded CPU training backend cannot run as asked: its model folder, its
+    settings, or a rollout request it cannot serve."""

@@ -1,4 +1,5 @@
-"""The loop's semantics (grumem.core.loop): the memory budget is decided on exact token counts."""
+"""The loop's rules for one answer (grumem.core.loop): the memory budget is decided on
+exact token counts."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_a_candidate_longer_in_bytes_than_the_budget_but_within_it_in_tokens_is_
     candidate = "x" * 100
     assert token_bound(candidate) > 40 >= TOKENS.count(candidate)
     gate = interpret(_answer(candidate), memory_budget=40, tokens=TOKENS)
-    assert gate["parsed"] is True and gate["candidate"] == candidate
+    assert gate.parsed is True and gate.candidate == candidate
 
 
 def test_a_candidate_over_the_budget_in_tokens_is_a_format_failure_naming_its_count() -> None:
@@ -34,12 +35,9 @@ def test_a_candidate_over_the_budget_in_tokens_is_a_format_failure_naming_its_co
     tokens = TOKENS.count(candidate)
     assert tokens > 40
     gate = interpret(_answer(candidate), memory_budget=40, tokens=TOKENS)
-    assert gate["parsed"] is False and gate["update_gate"] is None
-    assert gate["parse_error"]["tag"] == "update"
-    assert (
-        f"candidate memory is {tokens} tokens, over budget.memory 40"
-        in (gate["parse_error"]["reason"])
-    )
+    assert gate.parsed is False and gate.update_gate is None
+    assert gate.parse_error is not None and gate.parse_error.tag == "update"
+    assert f"candidate memory is {tokens} tokens, over budget.memory 40" in gate.parse_error.reason
 
 
 def _refuse() -> Encoder:
@@ -49,7 +47,7 @@ def _refuse() -> Encoder:
 def test_a_candidate_within_the_budget_in_bytes_loads_no_encoder() -> None:
     tokens = Tokens(_refuse)
     gate = interpret(_answer("a short fact"), memory_budget=40, tokens=tokens)
-    assert gate["parsed"] is True and gate["candidate"] == "a short fact"
+    assert gate.parsed is True and gate.candidate == "a short fact"
     assert not tokens.loaded
 
 

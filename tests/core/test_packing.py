@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grumem.core.chunk_text import render_record, render_records
-from grumem.core.packing import _pack_exact, chunk_session, pack_records, split_record, split_text
+from grumem.core.packing import chunk_session, plan_session, split_text
 from grumem.errors import ChunkBudgetError
 from grumem.io.jsonl import validate
 from grumem.io.tokenizer import cl100k_tokens
@@ -100,14 +100,14 @@ def test_split_cuts_inside_a_line_only_when_it_alone_is_too_long() -> None:
     assert parts[-1].endswith("\nshort two\n")
 
 
-def test_split_record_marks_parts_and_keeps_fields() -> None:
+def test_a_split_record_marks_its_parts_and_keeps_its_fields() -> None:
     rec = {"role": "tool_result", "text": "x = 1\n" * 300, "source": {"file": "f", "line": 3}}
-    parts = split_record(rec, 80, TOKENS)
+    parts = list(plan_session("s", [rec], 80, TOKENS).pieces)
     assert [p["part"] for p in parts] == [{"index": i, "of": len(parts)} for i in range(len(parts))]
     assert all(p["source"] == rec["source"] and p["role"] == "tool_result" for p in parts)
     assert list(parts[0]) == ["role", "text", "source", "part"]
     assert "".join(p["text"] for p in parts) == rec["text"]
-    assert split_record({"role": "user", "text": "hi"}, 80, TOKENS) == [
+    assert list(plan_session("s", [{"role": "user", "text": "hi"}], 80, TOKENS).pieces) == [
         {"role": "user", "text": "hi"}
     ]
 
@@ -165,8 +165,25 @@ def test_every_chunk_fits_nothing_is_lost_and_packing_is_greedy(
 )
 def test_fast_packing_equals_exact_packing(records: list[dict], budget: int) -> None:
     """The additive token sums give the same chunks as counting every candidate in full."""
-    pieces = [p for r in records for p in split_record(r, budget, TOKENS)]
-    assert pack_records(pieces, budget, TOKENS) == _pack_exact(pieces, budget, TOKENS)
+    plan = plan_session("s", records, budget, TOKENS)
+    assert packed(plan) == exact_packing(list(plan.pieces), budget)
+
+
+def packed(plan) -> list[tuple[list[dict], int]]:
+    """A plan's chunks as (records, rendered tokens)."""
+    return [(c["records"], t) for c, t in zip(plan.chunks(), plan.chunk_tokens, strict=True)]
+
+
+def exact_packing(records: list[dict], budget: int) -> list[tuple[list[dict], int]]:
+    """Greedy packing that counts every candidate chunk in full: the next record joins
+    the chunk unless the chunk with it rendered is over the budget."""
+    chunks: list[list[dict]] = []
+    for rec in records:
+        if chunks and TOKENS.count(render_records([*chunks[-1], rec])) <= budget:
+            chunks[-1].append(rec)
+        else:
+            chunks.append([rec])
+    return [(c, TOKENS.count(render_records(c))) for c in chunks]
 
 
 def test_separator_sensitive_record_ends() -> None:
@@ -177,10 +194,7 @@ def test_separator_sensitive_record_ends() -> None:
         {"role": ROLES[i % 4], "text": f"record {i} " + end} for i, end in enumerate(ends * 3)
     ]
     for budget in (60, 150, 400):
-        packed = pack_records(
-            [p for r in records for p in split_record(r, budget, TOKENS)], budget, TOKENS
-        )
-        for recs, tokens in packed:
+        for recs, tokens in packed(plan_session("s", records, budget, TOKENS)):
             assert TOKENS.count(render_records(recs)) == tokens <= budget
 
 

@@ -70,5 +70,5 @@ def test_content_comes_from_the_raw_bytes() -> None:
     bad = attempt_record(1, Outcome(200, NOT_UTF8, None), 0.1, None, "http://127.0.0.1:9/v1")
     assert recorded_content("r.jsonl", 1, Attempt.convert(bad)) is None
     gate = interpret(Attempt.convert(bad))
-    assert gate["parsed"] is False and gate["content"] is None
-    assert gate["parse_error"]["tag"] == "response"
+    assert gate.parsed is False and gate.content is None
+    assert gate.parse_error is not None and gate.parse_error.tag == "response"

@@ -24,7 +24,7 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
     from grumem.io.labels import load_labels
     from grumem.io.template_files import GRU_MEM_TEMPLATE
     from grumem.stages.export import SESSIONS
-    from grumem.verl.session_row import read_session_row
+    from grumem.verl.rollout import read_rollout_row
 
     export(sessions_inputs(work, level="L2", budget=Budget(section=4000), system="be brief"))
     table = pq.read_table(work / "corpus" / SESSIONS)
@@ -72,7 +72,7 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
             0.9,
             {"r_update": 1.0, "r_exit": 1.0, "r_format": 1.0},
         )
-        assert read_session_row(row).chunks[-1].t == len(session)
+        assert read_rollout_row(row).chunks[-1].t == len(session)
     # the hand count of fixtures/export/README.md: q1/s-beta's evidence at 2 and 5
     (beta,) = [
         r

@@ -309,8 +309,15 @@ def _transcript_cases() -> list[Case]:
     for fmt in FORMATS:
         if fmt == "aider":
             continue  # Markdown: no JSON to nest
-        # a folder's SOURCES.md says where its layouts come from: no transcript
-        fixtures = sorted(p for p in (T / fmt).iterdir() if p.suffix not in (".parquet", ".md"))
+        # JSON files only: not a parquet or a SQLite store (their JSON sits in columns),
+        # not a folder's SOURCES.md or a store's subfolders
+        fixtures = sorted(
+            p
+            for p in (T / fmt).iterdir()
+            if p.is_file()
+            and p.suffix not in (".parquet", ".md")
+            and p.read_bytes()[:16] != b"SQLite format 3\x00"
+        )
         for fixture in {p.suffix: p for p in fixtures}.values():
             if fixture.suffix == ".jsonl":
                 cases.append(_jsonl_transcript(fmt, fixture))

@@ -271,8 +271,9 @@ def test_installed_grumem_validates_a_config_with_its_schema(
 
 
 def readme_module_snakefile() -> str:
-    """The Snakefile of the README's "From another workflow", for this checkout."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    """The Snakefile of docs/configuration.md's "From another workflow", for this
+    checkout."""
+    readme = (REPO_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     section = readme.split("## From another workflow\n", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert '"/path/to/grumem/Snakefile"' in code

@@ -115,3 +115,20 @@ def test_a_sha_with_a_final_newline_is_refused() -> None:
     row = mutated(ROWS[0], ("extra_info", "template_sha256"), "a" * 64 + "\n")
     assert _schema_accepts(row)
     assert not _record_accepts(row)
+
+
+def test_a_row_reads_its_chunks_with_their_turn_and_label() -> None:
+    """What turn t of a rollout reads is read off the record: no second class of the row."""
+    for value in ROWS:
+        row = RolloutRow.convert(value)
+        info, chunks = value["extra_info"], row.chunks
+        assert [c.t for c in chunks] == list(range(1, len(info["chunks"]) + 1))
+        assert [(c.text, c.chunk_sha) for c in chunks] == [
+            (c["text"], c["chunk_sha"]) for c in info["chunks"]
+        ]
+        labels = value["reward_model"]["ground_truth"]
+        assert [c.evidence for c in chunks] == [label == "yes" for label in labels]
+        where = f"{info['project']}/{info['query_id']}/{info['session']}"
+        assert row.where == f"sessions row {info['index']} ({where})"
+    assert any(c.evidence for c in RolloutRow.convert(ROWS[0]).chunks)
+    assert not all(c.evidence for v in ROWS for c in RolloutRow.convert(v).chunks)

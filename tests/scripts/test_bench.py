@@ -5,13 +5,10 @@ aggregator's parsing and the machine-readable line's format."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from support.scripts import load_script
+
 PERF = [
     "perf",
     "client_ms_per_turn",
@@ -26,16 +23,7 @@ PERF = [
 ]
 
 
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _script("bench")
+bench = load_script("bench")
 
 
 def _perf(line: str) -> list[tuple[str, float]]:
@@ -75,7 +63,7 @@ def test_a_part_without_its_line_gives_nan_for_its_keys_only() -> None:
 
 
 def test_bench_rollout_s_last_line_is_what_the_aggregator_reads() -> None:
-    rollout = _script("bench_rollout")
+    rollout = load_script("bench_rollout")
     line = rollout.summary_line({"client_ms_per_turn": 0.8, "efficiency": 0.981})
     got = bench.part_figures(bench.PARTS[0], line)
     assert got is not None and got["client_ms_per_turn"] == 0.8 and got["efficiency"] == 0.981

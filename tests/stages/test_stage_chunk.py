@@ -168,7 +168,10 @@ def test_a_manifest_stands_for_the_chunk_files_of_its_directories(tmp_path: Path
         assert done.returncode == 0, done.stderr
     assert index[0].read_bytes() == index[1].read_bytes()
 
-    manifest.write_text('{"transcripts": [{"transcript": "t", "directory": "d"}]}')
+    manifest.write_text(
+        '{"transcripts": [{"transcript": "t", "directory": "d", "redacted": {}}],'
+        ' "redaction": null}'
+    )
     with pytest.raises(RecordError, match=r"json: field 'transcripts\.0\.chunks' 'chunks' is"):
         expand_chunk_paths([manifest])
     manifest.write_text("not json")
@@ -428,3 +431,73 @@ def test_a_shard_s_job_lets_go_of_a_transcript_before_it_reads_the_next(tmp_path
     one, two = peak(tiny, a), peak(tiny, a, b)
     held = sys.getsizeof(message)
     assert two - one < held / 2, f"heap peak {one} bytes for one file, {two} for two ({held})"
+
+
+# ------------------------------------------------------------------ secrets
+
+
+def planted_transcript(path: Path) -> dict[str, str]:
+    """A records transcript holding fake secrets of the labelled set; kind -> secret."""
+    cases = [json.loads(line) for line in LABELLED_SECRETS.read_text().splitlines()]
+    chosen = {}
+    for case in cases:
+        for s in case["secrets"]:
+            if s["kind"] in ("openai-key", "aws-key", "private-key", "url-password"):
+                chosen.setdefault(s["kind"], (case["text"], s["value"]))
+    lines = [{"role": "user", "text": "Why does my deploy fail?"}]
+    lines += [{"role": "tool_result", "text": text} for text, _ in chosen.values()]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return {kind: value for kind, (_, value) in chosen.items()}
+
+
+LABELLED_SECRETS = Path(__file__).resolve().parents[2] / "fixtures" / "secrets" / "labelled.jsonl"
+
+
+def test_secrets_are_redacted_before_chunking_and_counted(tmp_path: Path) -> None:
+    from grumem.core.redact import PLACEHOLDER
+    from grumem.transcripts.redact import detector_identity, detector_label
+
+    transcript = tmp_path / "planted.jsonl"
+    planted = planted_transcript(transcript)
+    root, manifest = tmp_path / "chunks", tmp_path / "chunked" / "s000.json"
+    args = ("--budget", "200", "--units-under", str(root), "--manifest", str(manifest))
+    r = run_cli(*args, "--detector", detector_label(), str(transcript), str(RECORDS))
+    assert r.returncode == 0, r.stderr
+    counts = "aws-key 1, openai-key 1, private-key 1, url-password 1"
+    assert f"redacted: {counts}" in r.stderr
+    assert "redacted: none" in r.stderr  # the sample records hold none
+    document = json.loads(manifest.read_text())
+    validate(document, "chunk-manifest")
+    assert document["redaction"] == detector_identity()
+    assert [t["redacted"] for t in document["transcripts"]] == [
+        {"aws-key": 1, "openai-key": 1, "private-key": 1, "url-password": 1},
+        {},
+    ]
+    text = "".join(p.read_text() for p in root.rglob("*.jsonl") if p.is_file())
+    for secret in planted.values():
+        assert json.dumps(secret)[1:-1] not in text and secret not in text
+    assert len(PLACEHOLDER.findall(text)) == 4
+
+    # --no-redact keeps them, and says so in the manifest
+    plain = tmp_path / "plain.json"
+    args = ("--budget", "200", "--units-under", str(tmp_path / "p"), "--manifest", str(plain))
+    r = run_cli(*args, "--no-redact", str(transcript))
+    assert r.returncode == 0, r.stderr
+    assert "redacted:" not in r.stderr
+    document = json.loads(plain.read_text())
+    assert document["redaction"] is None and document["transcripts"][0]["redacted"] == {}
+    text = "".join(p.read_text() for p in (tmp_path / "p").rglob("*.jsonl") if p.is_file())
+    assert planted["aws-key"] in text
+
+
+def test_a_job_planned_with_another_detector_refuses_to_chunk(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = run_cli(
+        "--out", str(out), "--detector", "kingfisher-secret-scanner==0.1+patterns.1", str(RECORDS)
+    )
+    assert r.returncode == 1
+    assert (
+        "--detector kingfisher-secret-scanner==0.1+patterns.1: the installed secret detector"
+        in r.stderr
+    )
+    assert not out.exists()

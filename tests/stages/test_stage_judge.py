@@ -21,33 +21,25 @@ from conftest import start_fake_server
 
 from grumem.config.settings import load_queries, settings_from_args
 from grumem.core.chunk_text import distinct_chunks
-from grumem.core.grammar import JUDGE_GRAMMAR, gbnf
 from grumem.core.json_text import sha256_bytes, sha256_text
 from grumem.core.judge_counts import format_judge_counts
 from grumem.core.judge_parser import parse_judge_response
 from grumem.core.recording import stored_body
 from grumem.errors import (
     CorruptEntry,
-    GrammarUnsupported,
     GrumemError,
     RecordError,
     ReplayMiss,
-    TemplateError,
 )
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
 from grumem.io.jsonl import read_jsonl
 from grumem.io.labels import load_labels
 from grumem.llm.cache import ResponseCache
-from grumem.stages.judge import (
-    JudgeSettings,
-    judge_prompt,
-    load_judge_template,
-    run,
-    think_chars,
-)
+from grumem.stages.judge import run
 from grumem.stages.kappa import run_kappa
 from grumem.tools.calibrate import draw_sample, finalize, write_sample
 from support.checkout import FIXTURES_DIR, REPO_ROOT
+from support.judge import make_settings
 
 DEMO = FIXTURES_DIR / "demo"
 QUERIES = DEMO / "queries.yaml"
@@ -58,34 +50,6 @@ GRUMEM = [sys.executable, "-m", "grumem"]
 
 def judge_script(**extra: Any) -> dict[str, Any]:
     return {**yaml.safe_load(JUDGE_SCRIPT.read_text(encoding="utf-8")), **extra}
-
-
-def make_settings(
-    base_url: str | None,
-    cache_dir: Path,
-    mode: str = "live",
-    judge: dict[str, Any] | None = None,
-    llm: dict[str, Any] | None = None,
-    budget: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What a rule passes as --settings, validated the way `grumem judge` does."""
-    data = {
-        "llm": {
-            "base_url": base_url,
-            "model": "rollout-model",  # the judge's own model wins: see the annotator
-            "cache_dir": str(cache_dir),
-            "mode": mode,
-            "concurrency": 4,
-            "timeout": 10,
-            "retries": 0,
-            "backoff": 0.01,
-            **(llm or {}),
-        },
-        "budget": budget or {},
-        "labels": {"source": "judge", "judge": {"model": "fake-judge", **(judge or {})}},
-    }
-    args = argparse.Namespace(settings=json.dumps(data), config=None, project="demo")
-    return settings_from_args(args, labels_of=args.project)
 
 
 def demo_chunks_with_a_shared_session(workdir: Path) -> Path:
@@ -106,72 +70,7 @@ def all_pairs(chunks: Path) -> set[tuple[str, str]]:
     return {(q["id"], sha) for q in load_queries(QUERIES) for sha in shas}
 
 
-# --- the prompt ---------------------------------------------------------------------------
-
-
-def test_judge_prompt_golden():
-    """The rendered judge prompt for (errors-and-fixes, demo-01 chunk 1), byte for byte;
-    the chunk inside it is exactly what the memory agent sees (its sha is the chunk_sha)."""
-    question = load_queries(QUERIES)[0]["question"]
-    chunk = read_chunk_file(DEMO / "chunks" / "demo-01-k8s-namespace.jsonl")[1]
-    got = judge_prompt(load_judge_template(), question, chunk.text)
-    assert got.encode("utf-8") == GOLDEN.read_bytes()
-    inside = got.split("<chunk> ", 1)[1].rsplit(" </chunk>", 1)[0]
-    assert sha256_text(inside) == chunk.sha
-    assert "<evidence>" in got and "<think>" in got
-
-
-def test_template_slots_and_single_pass_fill(tmp_path):
-    template = load_judge_template()
-    # a question holding {chunk} and a chunk holding {prompt} stay literal
-    got = judge_prompt(template, "what is {chunk}?", "[User] print('{prompt}')")
-    assert "<question> what is {chunk}? </question>" in got
-    assert "<chunk> [User] print('{prompt}') </chunk>" in got
-    for bad, why in (
-        ("{prompt} {prompt} {chunk}", "slot {prompt} appears 2 times"),
-        ("{prompt}", "slot {chunk} appears 0 times"),
-        ("{prompt} {memory} {chunk}", "no {memory} slot"),
-    ):
-        path = tmp_path / "t.txt"
-        path.write_text(bad)
-        with pytest.raises(TemplateError, match=why.replace("{", r"\{").replace("}", r"\}")):
-            load_judge_template(path)
-
-
 # --- settings -----------------------------------------------------------------------------
-
-
-def test_judge_settings_override_the_llm_section(tmp_path):
-    s = JudgeSettings.from_settings(
-        make_settings(
-            "http://127.0.0.1:9/v1",
-            tmp_path,
-            judge={"base_url": "http://127.0.0.1:8/v1", "max_tokens": 64},
-            llm={"temperature": 0.7, "grammar": True},
-        )
-    )
-    assert (s.model, s.base_url) == ("fake-judge", "http://127.0.0.1:8/v1")
-    assert s.llm["base_url"] == "http://127.0.0.1:8/v1" and s.llm["model"] == "fake-judge"
-    # the judge's own sampling, not the rollout's
-    assert s.sampling == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 64, "seed": 0}
-    # judge.grammar null: llm.grammar decides, with the judge's shape, the think text
-    # bounded so that the answer fits max_tokens (64 tokens: 44 for the text, 2 characters each)
-    assert s.grammar == {"grammar": gbnf("judge", 88)} and think_chars(64) == 88
-    assert JUDGE_GRAMMAR.replace("[^<]*", "[^<]{0,88}") == s.grammar["grammar"]
-    s = JudgeSettings.from_settings(
-        make_settings(
-            None, tmp_path, judge={"model": None, "grammar": False}, llm={"grammar": True}
-        )
-    )
-    assert (s.model, s.base_url, s.grammar) == ("rollout-model", None, {})
-    s = JudgeSettings.from_settings(
-        make_settings(None, tmp_path, judge={"grammar": True, "server_kind": "vllm"})
-    )
-    assert s.grammar == {"structured_outputs": {"grammar": gbnf("judge", think_chars(256))}}
-    with pytest.raises(GrammarUnsupported):
-        JudgeSettings.from_settings(
-            make_settings(None, tmp_path, judge={"grammar": True, "server_kind": "openai"})
-        )
 
 
 def test_settings_errors_name_the_field(tmp_path):

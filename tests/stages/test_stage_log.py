@@ -43,7 +43,12 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
     for (t, ask), content in ANSWERS.items():
         p = prompts[t - 1]
         body = dumps(
-            {"model": "m", "messages": [{"role": "user", "content": user_message(p, memory)}]}
+            {
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": user_message(PromptRecord.convert(p), memory)}
+                ],
+            }
         )
         answer = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
         attempt = attempt_record(

@@ -1,4 +1,5 @@
-"""The corpus plots (grumem.stages.report_plots) and the Snakemake report that shows them.
+"""The corpus plots (grumem.stages.report_plots, computed by grumem.report.corpus_charts)
+and the Snakemake report that shows them.
 
 Fast: the bars matplotlib draws of a small synthetic log and corpus equal
 counts made by hand. Slow: the demo project through the real `snakemake`
@@ -25,18 +26,10 @@ from matplotlib.container import BarContainer
 
 from grumem.cli import main
 from grumem.core.json_text import dumps, sha256_text
+from grumem.report.corpus_charts import LATENCY_EDGES, PLOTS
 from grumem.report.plots import HEIGHT_IN, WIDTH_IN, BarChart, figure, render_svg
 from grumem.report.viewer import VIEWER
-from grumem.stages.report_plots import (
-    LATENCY_EDGES,
-    PLOTS,
-    LogTally,
-    charts,
-    latency_bin,
-    latency_bin_label,
-    latency_chart,
-    write_plots,
-)
+from grumem.stages.report_plots import charts, write_plots
 from support.browser import CHROMIUM_FLAGS, browser, chromium
 from support.workflow import REPO, read_lines, snakemake, write_config
 
@@ -237,24 +230,6 @@ def test_the_files_are_the_charts_rendered(synthetic: tuple[Path, Path], tmp_pat
     assert again == [p.read_bytes() for p in paths]
 
 
-def test_latency_bins_are_half_open() -> None:
-    assert latency_bin(0.0) == 0
-    assert latency_bin(0.000999) == 0
-    assert latency_bin(0.001) == 1  # [1ms, 2ms)
-    assert latency_bin(0.0019999) == 1
-    assert latency_bin(0.002) == 2
-    assert latency_bin(999.9) == len(LATENCY_EDGES) - 1
-    assert latency_bin(1000.0) == len(LATENCY_EDGES)
-    assert latency_bin_label(1) == ("1ms", "[1ms, 2ms)")
-    assert latency_bin_label(LATENCY_EDGES.index(1.0) + 1) == ("1s", "[1s, 2s)")
-
-
-def test_an_empty_log_plots_no_bars() -> None:
-    chart = latency_chart(LogTally())
-    assert chart.categories == () and plotted(chart) == {}
-    assert "no data" in render_svg(chart)
-
-
 def test_cli_writes_the_plots_and_names_a_bad_line(
     synthetic: tuple[Path, Path], tmp_path: Path, capsys
 ) -> None:
@@ -425,7 +400,7 @@ async def show_plots_in_report(
 
 
 def hand_counts(log: list[dict], corpus: list[dict]) -> dict[str, Counter]:
-    """The plotted numbers, counted here without grumem.stages.report_plots."""
+    """The plotted numbers, counted here without grumem.report.corpus_charts."""
     c: dict[str, Counter] = {k: Counter() for k in ("pos", "neg", "evidence", "answered", "parsed")}
     for traj in corpus:
         c["evidence"][traj["t_last_evidence"] or "none"] += 1

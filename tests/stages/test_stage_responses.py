@@ -1,38 +1,54 @@
-"""Stage `responses`: a job whose requests failed writes nothing and says what failed,
-how, and that a rerun sends only those (the answers received are cached)."""
+"""Stage `responses`: the stage drives the GRU-Mem turn order (grumem.core.turn_loop)
+and writes what it recorded: the same loop answered from a list of the recorded
+answers asks exactly the recorded requests, byte for byte, and makes the recorded
+lines. A job whose requests failed writes nothing and says what failed, how, and
+that a rerun sends only those (the answers received are cached)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
+import sys
+from itertools import groupby
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import yaml
 
-from grumem.core.loop import PromptHalves, user_message
-from grumem.core.template import NO_PREVIOUS_MEMORY, Budget, memory_text
-from grumem.core.tokens import Encoder, Tokens, token_bound
-from grumem.errors import BudgetError
-from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
-from grumem.io.tokenizer import cl100k_tokens
-from grumem.records.prompt import PromptRecord, TokenCounts
-from grumem.stages.prompts import plan
-from grumem.stages.responses import LoopSettings, _check_turn_budget, failed_requests, turn_tokens
+from grumem.config.settings import settings_from_args
+from grumem.core.json_text import sha256_text
+from grumem.core.turn_loop import Abort, Reply, TurnLoop, abort_record, exchange_record
+from grumem.io.typed import read_records, read_responses
+from grumem.records.prompt import PromptRecord
+from grumem.records.response import AbortRecord, Attempt, ExchangeRecord, Request
+from grumem.stages.responses import LoopSettings, failed_requests
+from support.verl_venv import samples2_script
+from support.workflow import DEMO, env, write_config
 
-TOKENS = cl100k_tokens()
+SHA = "0" * 64
 
 
-def exchange(status: int | None, error: str | None) -> dict:
-    return {"kind": "exchange", "response": {"status": status, "error": error}}
+def exchange(status: int | None, error: str | None) -> ExchangeRecord:
+    attempt = Attempt(attempt=1, status=status, body=None, sha256=None, latency_s=0.5, error=error)
+    request = Request("{}", sha256_text("{}"))
+    return ExchangeRecord(
+        trajectory_id="p/q/s/0",
+        t=1,
+        ask=0,
+        chunk_sha=SHA,
+        memory_before=None,
+        request=request,
+        response=attempt,
+        attempts=[attempt],
+    )
 
 
-def abort(detail: str) -> dict:
-    return {"kind": "abort", "reason": "request_failed", "detail": detail}
+def abort(detail: str, reason: str = "request_failed") -> AbortRecord:
+    return AbortRecord("p/q/s/0", 1, SHA, reason, None, detail)  # type: ignore[arg-type]
 
 
 def test_no_failed_request_is_no_message() -> None:
-    records = [exchange(200, None), {"kind": "abort", "reason": "budget", "detail": "x"}]
+    records = [exchange(200, None), abort("x", reason="budget")]
     assert failed_requests(records, "r.jsonl") is None
 
 
@@ -59,93 +75,117 @@ def test_some_requests_failing_count_each_kind() -> None:
     assert "Is the server" not in message
 
 
-def _settings(context: int, memory: int, tokens: Tokens = TOKENS) -> LoopSettings:
-    return LoopSettings(
-        "L1", 1, 0, "m", {"max_tokens": 8}, Budget(context, 50, memory, 50, 8), {}, tokens
+# ---------------------------------------------- recorded answers in, recorded requests out
+
+
+def grumem(*args: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "grumem", *args], capture_output=True, text=True, env=env()
     )
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def _refuse() -> Encoder:
-    raise AssertionError("the encoder was loaded")
+def recorded_run(work: Path, base_url: str, **config: dict) -> tuple[dict, Path, Path]:
+    """The demo's prompts and the responses the stage recorded for them, with the
+    settings both commands ran with."""
+    # a cache of its own: another test's answers to the same requests are not these
+    llm = {"cache_dir": str(work / "cache")}
+    path = write_config(work, base_url, llm=llm, **config)
+    prompts, responses = work / "prompts.jsonl", work / "responses.jsonl"
+    chunks = sorted(str(p) for p in (DEMO / "chunks").glob("*.jsonl"))
+    queries = str(DEMO / "queries.yaml")
+    grumem("prompts", "--config", str(path), "--project", "demo", "--queries", queries,
+           "--out", str(prompts), *chunks)  # fmt: skip
+    grumem("responses", "--config", str(path), "--prompts", str(prompts), "--out", str(responses))
+    settings = settings_from_args(argparse.Namespace(settings=None, config=path, connection=None))
+    return settings, prompts, responses
 
 
-def _turn(prefix: str, suffix: str) -> PromptRecord:
-    # as the prompts stage records it: the first turn's count less its memory's
-    fixed = TOKENS.count(user_message(PromptHalves(prefix, suffix), None))
-    fixed -= TOKENS.count(NO_PREVIOUS_MEMORY)
-    return PromptRecord(
-        trajectory_id="p/q/s/0",
-        project="p",
-        query_id="q",
-        session="s",
-        sample=0,
-        t=1,
-        chunk_sha="0" * 64,
-        chunk_file="s.jsonl",
-        chunk_line=1,
-        system=None,
-        prefix=prefix,
-        suffix=suffix,
-        tokens=TokenCounts(question=1, section=1, fixed=fixed),
-    )
+def replay(settings: dict, prompts_path: Path, responses_path: Path) -> dict[str, int]:
+    """The loop of each recorded trajectory answered from the list of its recorded
+    answers: every request it asks is the recorded body, byte for byte, and the lines
+    it makes are the file's. What the recording held, counted."""
+    s = LoopSettings.from_settings(settings)
+    prompts = [p for _, p in read_records(prompts_path, PromptRecord)]
+    lines = [r for _, r in read_responses(responses_path)]
+    recorded = {tid: list(g) for tid, g in groupby(lines, key=lambda r: r.trajectory_id)}
+    made: list[ExchangeRecord | AbortRecord] = []
+    failed: list[str] = []  # the tag of each answer that did not parse
+    for tid, group in groupby(prompts, key=lambda p: p.trajectory_id):
+        answers = [r for r in recorded[tid] if isinstance(r, ExchangeRecord)]
+        ps = list(group)
+        loop = TurnLoop(ps, s.rules, ps[0].sample)
+        for step in loop:
+            if isinstance(step, Abort):
+                made.append(abort_record(step))
+                break
+            want = answers.pop(0)
+            body = s.body(step)
+            assert body == want.request.body, (tid, step.t, step.ask)
+            assert json.loads(body)["messages"] == step.messages
+            reply = Reply(
+                Request(body, sha256_text(body)), want.response, want.attempts, want.response_model
+            )
+            answered = loop.answer(reply)
+            made.append(exchange_record(answered))
+            if answered.gate.parse_error is not None:
+                failed.append(answered.gate.parse_error.tag)
+        assert answers == [], f"{tid}: the loop ended before the recording did"
+    data = b"".join(r.encode() + b"\n" for r in made)
+    assert data == responses_path.read_bytes()
+    asks = [r for r in made if isinstance(r, ExchangeRecord)]
+    return {
+        "trajectories": len(recorded),
+        "asks": len(asks),
+        "re-asks": sum(r.ask > 0 for r in asks),
+        "turns": len({(r.trajectory_id, r.t) for r in asks}),
+        "prompts": len(prompts),
+        "unparsed": failed.count("think"),
+        "memory over budget": failed.count("update"),
+    }
 
 
-def test_a_turn_within_its_budget_in_tokens_but_not_in_bytes_is_sent() -> None:
-    # the UTF-8 bound spares the encoder only when it fits; past it, exact counts decide
-    turn, memory = _turn("a" * 60, "b" * 60), "c" * 60
-    user = user_message(turn, memory)
-    assert token_bound(user) > 100 and TOKENS.count(user) + 8 <= 100
-    _check_turn_budget(_settings(100, 20), turn, user, memory)
+def test_the_demo_recording_is_the_loop_answered_from_a_list(tmp_path, fake_server) -> None:
+    """The demo as the pinned corpus records it (fake server, L1, one sample)."""
+    server = fake_server(yaml.safe_load((DEMO.parent / "fake" / "demo.yaml").read_text()))
+    counts = replay(*recorded_run(tmp_path, server.base_url))
+    assert counts == {
+        "trajectories": 10,
+        "asks": 72,
+        "re-asks": 0,
+        "turns": 72,
+        "prompts": 72,
+        "unparsed": 0,
+        "memory over budget": 0,
+    }
 
 
-def test_a_turn_within_its_budget_in_bytes_is_sent_with_no_encoder_loaded() -> None:
-    """Most of a small job's start-up is the encoder's load: a turn whose UTF-8 bounds
-    fit is decided on them alone."""
-    turn, memory = _turn("a" * 10, "b" * 10), "c" * 10
-    s = _settings(100, 20, Tokens(_refuse))
-    _check_turn_budget(s, turn, user_message(turn, memory), memory)
-    assert not s.tokens.loaded
+GARBLED = "I think the memory should change."
 
 
-def test_a_turn_over_its_budget_in_tokens_names_the_component() -> None:
-    turn, memory = _turn("a", "b"), " ".join(f"m{i}" for i in range(30))
-    with pytest.raises(BudgetError, match="over budget: memory is"):
-        _check_turn_budget(_settings(1000, 20), turn, user_message(turn, memory), memory)
-
-
-# texts that meet cl100k's pre-tokenizer at the memory slot's edges: newlines,
-# spaces, punctuation, digits, letters of other scripts
-_PIECES = st.sampled_from(["\n", "\n\n", " ", "  ", "\t", "'s", "a", "The", "<", ">", "1234"])
-_TEXTS = st.lists(_PIECES | st.sampled_from(["é", "日本", "🙂", "-", ".\n"]) | st.text(max_size=5))
-_TEXT = _TEXTS.map("".join)
-
-
-@given(
-    question=_TEXT.filter(str.strip),
-    system=st.none() | _TEXT.filter(bool),
-    sections=st.lists(_TEXT, min_size=1, max_size=3),
-    memories=st.lists(st.none() | _TEXT, min_size=1, max_size=3),
-)
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-def test_turn_tokens_equal_a_fresh_count_of_the_message_sent(
-    tmp_path: Path, question: str, system: str | None, sections: list, memories: list
+def test_re_asks_l2_stops_and_memory_failures_are_the_loop_answered_from_a_list(
+    tmp_path, fake_server
 ) -> None:
-    """The loop's budget counts (cached, the section never encoded again)
-    equal a fresh encode of the very messages the turn sends, on the prompts stage's
-    own records, with any memory in the slot."""
-    chunks = tmp_path / "s.jsonl"
-    lines = [
-        {"session": "s", "index": i, "records": [{"role": "user", "text": text}]}
-        for i, text in enumerate(sections)
+    """Two samples answered apart, L2 (a section the gates' next_if finds ends a
+    trajectory), a small memory budget (a growing memory becomes a format failure),
+    npm sections garbled at sample 0's first ask (asked again, seed 2) and postgres
+    sections garbled at every ask (the turn never parses)."""
+    script = samples2_script()
+    for rule in script["replies"][-2:]:  # both samples' gates: end on mid-session sections
+        rule["gate"]["next_if"] = r"(?i)\b(namespaces|git diff|Nice|bye)\b"
+    script["replies"][-2:-2] = [
+        {"match": "(?is)<section>.*postgres", "content": GARBLED},
+        {"match": "(?is)<section>.*npm", "seed": 0, "content": GARBLED},
     ]
-    chunks.write_text("".join(json.dumps(c) + "\n" for c in lines), encoding="utf-8")
-    builder = load_prompt_builder(GRU_MEM_TEMPLATE, system, Budget())
-    queries = [{"id": "q", "question": question}]
-    for turn in plan("p", [str(chunks)], queries, builder, 1):
-        for memory in memories:
-            counts = turn_tokens(turn, memory, TOKENS)
-            sent = TOKENS.count(user_message(turn, memory))
-            assert counts["total"] == sent + (TOKENS.count(system) if system else 0)
-            assert counts["memory"] == TOKENS.count(memory_text(memory))
+    server = fake_server(script)
+    loop = {"level": "L2", "samples": 2, "parse_retries": 1}
+    settings, prompts, responses = recorded_run(
+        tmp_path, server.base_url, loop=loop, budget={"memory": 60}
+    )
+    counts = replay(settings, prompts, responses)
+    assert counts["trajectories"] == 20 and counts["re-asks"] > 5
+    assert counts["unparsed"] > counts["re-asks"]  # postgres turns fail at every ask
+    assert counts["memory over budget"] > 0
+    assert counts["turns"] < counts["prompts"]  # L2 stopped some trajectories early
+    seeds = {json.loads(r.request.body)["seed"] for _, r in read_responses(responses)}
+    assert seeds == {0, 1, 2, 3}  # ask * samples + sample

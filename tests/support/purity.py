@@ -127,7 +127,7 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _absolute(module: str | None, level: int, package: str) -> str:
+def absolute_module(module: str | None, level: int, package: str) -> str:
     if level == 0:
         return module or ""
     base = package.split(".")
@@ -147,7 +147,7 @@ def _import_violations(
     if isinstance(node, ast.Import):
         imported = [(a.name, None) for a in node.names]
     else:
-        module = _absolute(node.module, node.level, package)
+        module = absolute_module(node.module, node.level, package)
         # `from grumem import io` imports grumem.io
         imported = [
             (f"{module}.{a.name}" if module == "grumem" else module, a.name) for a in node.names

@@ -44,27 +44,53 @@ RECORDS = T / "records" / "pairing-notes.jsonl"
 
 ALL = [CLAUDE, MINI, MINI2, SWE, SWE0, SWE_STEPS, OPENAI, OPENAI_OBJ, RECORDS]
 
+# Files under fixtures/transcripts/ that are part of a store but no transcript of
+# their own: each folder's SOURCES.md, the messages and parts an OpenCode session
+# file names (read through it).
+SIDE_FILES = ("*/SOURCES.md", "opencode/storage/message/*/*", "opencode/storage/part/*/*")
+
+
+def transcript_samples() -> list[tuple[Path, str]]:
+    """Every transcript under fixtures/transcripts/ with its format (its folder there)."""
+    samples = []
+    for p in sorted(T.rglob("*")):
+        rel = p.relative_to(T)
+        if p.is_file() and not any(rel.match(side) for side in SIDE_FILES):
+            samples.append((p, rel.parts[0]))
+    return samples
+
+
+def other_samples(fmt: str) -> list[Path]:
+    """The transcripts of every format but `fmt`."""
+    return [p for p, f in transcript_samples() if f != fmt]
+
 
 def sessions_of(path: Path, fmt: str = "auto", drop_thinking: bool = False) -> dict:
     _, sessions = read_transcript(path, fmt, drop_thinking)
     return {s.id: s for s in sessions}
 
 
-def chunk_with_cli(tmp_path: Path, fmt: str, *files: Path) -> tuple[str, list[Path]]:
-    """`grumem chunk --format <fmt>` run as a user runs it: its stderr and the chunk
-    files it wrote."""
+def chunk_cli(out: Path, files: list[Path], fmt: str = "auto") -> str:
+    """`grumem chunk --format <fmt> --out <out> <files>` as a user runs it; its stderr
+    (one line per file: `<file>: <format>, <n> session(s)`, then the statistics)."""
     import subprocess
     import sys
 
-    out = tmp_path / f"chunks-{fmt}"
     proc = subprocess.run(
         [sys.executable, "-m", "grumem", "chunk", "--format", fmt, "--out", str(out)]
         + [str(f) for f in files],
         capture_output=True,
         text=True,
-        check=True,
     )
-    return proc.stderr, sorted(out.glob("*.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def chunk_with_cli(tmp_path: Path, fmt: str, *files: Path) -> tuple[str, list[Path]]:
+    """`grumem chunk --format <fmt>` run as a user runs it: its stderr and the chunk
+    files it wrote."""
+    out = tmp_path / f"chunks-{fmt}"
+    return chunk_cli(out, list(files), fmt), sorted(out.glob("*.jsonl"))
 
 
 def assert_results_follow_calls(session) -> None:
@@ -77,13 +103,3 @@ def assert_results_follow_calls(session) -> None:
         if r["role"] == "tool_result":
             cid = r["source"].get("tool_call_id", r["source"].get("tool_use_id"))
             assert cid in called and called[cid] < i, f"{cid} answered before it was called"
-
-
-def fixture_transcripts(*but: str) -> list[Path]:
-    """Every transcript under fixtures/transcripts/ (their SOURCES.md notes left out), but
-    those in the folders named."""
-    return sorted(
-        p
-        for p in T.rglob("*")
-        if p.is_file() and p.name != "SOURCES.md" and p.parent.name not in but
-    )

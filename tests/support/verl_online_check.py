@@ -56,7 +56,7 @@ from grumem.core.grammar import fitting_text_chars, gbnf  # noqa: E402
 from grumem.verl.agent_loop import GrumemAgentLoop  # noqa: E402
 from grumem.verl.estimator import ESTIMATOR  # noqa: E402
 from grumem.verl.group_step import step_metrics  # noqa: E402
-from grumem.verl.session_row import read_session_row  # noqa: E402
+from grumem.verl.rollout import read_rollout_row  # noqa: E402
 from grumem.verl.worker import score_group  # noqa: E402
 from support.rollout_rows import demo_rollout_rows, write_rows  # noqa: E402
 from support.verl_servers import LlamaServerManager, ScriptedServerManager  # noqa: E402
@@ -146,7 +146,7 @@ def job_loop(tokenizer: Any, gguf: Path) -> dict:
                 "row": row,
                 "turns": [
                     {
-                        "fields": o.extra_fields["grumem"],
+                        "fields": o.turn.fields(),
                         "user": user_message(tokenizer, o.prompt_ids),
                         "response": decode(tokenizer, o.response_ids, special=False),
                         "prompt_tokens": len(o.prompt_ids),
@@ -214,7 +214,7 @@ def job_replay(tokenizer: Any, groups: list[dict]) -> list[dict]:
                     ],
                 }
             )
-        score_group(read_session_row(group["row"]), rollouts, validate=False)
+        score_group(read_rollout_row(group["row"]), rollouts, validate=False)
         for k, sample in enumerate(samples):
             sample["turns"] = [o.extra_fields["grumem"] for o in rollouts[k]]
             sample["turn_scores"] = [o.turn_score for o in rollouts[k]]
@@ -236,7 +236,7 @@ def job_group(tokenizer: Any, spec: dict) -> dict:
         for s, script in enumerate(case["scripts"]):
             server = ScriptedServerManager(tokenizer, [script], eos_id(tokenizer))
             rollouts[s] = asyncio.run(run_loop(tokenizer, server, row, {"temperature": 1.0}))
-        score_group(read_session_row(row), rollouts, validate=False)
+        score_group(read_rollout_row(row), rollouts, validate=False)
         groups.append({"uid": uid, "row": row})
         for s, outputs in rollouts.items():
             for i, o in enumerate(outputs):
@@ -424,7 +424,7 @@ def row_bytes(row: dict) -> dict:
     """What a training row copies of its dataset row (pickled extra_info, bytes), with
     and without the chunk texts: the demo row, and a 200-chunk session at the
     section budget."""
-    from grumem.verl.session_row import without_chunk_texts
+    from grumem.verl.rollout import without_chunk_texts
 
     big = json.loads(json.dumps(row))
     chunks = big["extra_info"]["chunks"]
@@ -501,7 +501,7 @@ def job_dataset(tokenizer: Any, spec: dict) -> dict:
     outputs = asyncio.run(run_loop(tokenizer, server, kwargs, {"temperature": 1.0}))
     seen["turns"] = [
         {
-            "fields": o.extra_fields["grumem"],
+            "fields": o.turn.fields(),
             "user": user_message(tokenizer, o.prompt_ids),
             "response": decode(tokenizer, o.response_ids, special=False),
         }

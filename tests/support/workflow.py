@@ -110,11 +110,12 @@ COPIED = [
     "workflow",
     "fixtures",
     "templates",
+    "docs",
 ]
 
 
 def my_yaml(base_url: str) -> dict:
-    """The README's `my.yaml`: a project of the reader's own (the demo's files under
+    """docs/configuration.md's `my.yaml`: a project of the reader's own (the demo's files under
     another name), on their server."""
     return {
         "projects": {
@@ -155,12 +156,15 @@ def docs_env() -> dict[str, str]:
     return env
 
 
-def shell(work: Path, text: str, what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`text` in bash (pipefail) in `work`, as a reader's shell runs it."""
+def shell(
+    work: Path, text: str, what: str, check: bool = True, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`text` in bash (pipefail) in `work`, as a reader's shell runs it (with HOME
+    `home`, when given: a reader's machine)."""
     proc = subprocess.run(
         ["bash", "-o", "pipefail", "-c", text],
         cwd=work,
-        env=docs_env(),
+        env=docs_env() if home is None else {**docs_env(), "HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=900,

@@ -76,9 +76,17 @@ def test_unknown_format_lists_the_formats_tried(tmp_path: Path) -> None:
             assert fmt in str(e.value)
 
 
-def test_cli_format_choices_are_the_registry() -> None:
-    assert TRANSCRIPT_FORMATS[0] == "auto"
-    assert sorted(TRANSCRIPT_FORMATS[1:]) == sorted(FORMATS)
+def test_cli_format_choices_and_the_config_schema_are_the_registry() -> None:
+    """The format names are kept in three places: the registry, the CLI's list (its
+    help, built without importing every format) and the config schema's enum (which
+    Snakemake validates against): one list, each name once."""
+    from grumem.io.jsonl import schema
+
+    project = schema("config")["properties"]["projects"]["additionalProperties"]
+    enum = project["properties"]["transcripts"]["properties"]["format"]["enum"]
+    for names in (TRANSCRIPT_FORMATS, enum):
+        assert names[0] == "auto" and len(set(names)) == len(names)
+        assert sorted(names[1:]) == sorted(FORMATS)
 
 
 def test_session_ids_are_safe_file_names() -> None:
@@ -425,24 +433,23 @@ def test_malformed_records_and_json_documents(tmp_path: Path) -> None:
         read_transcript(OPENAI, "claude-code")
 
 
-def test_readme_lists_every_format_with_a_valid_config_example() -> None:
-    """The README's table has a row per format and its config example validates and
-    names every format: a new format cannot ship undocumented."""
+def test_the_docs_list_every_format_with_a_valid_config_example() -> None:
+    """docs/transcripts.md's table has a row per format and its config example validates
+    and names every format: a new format cannot ship undocumented."""
     import yaml
 
     from grumem.config.settings import validate_config
     from support.checkout import REPO_ROOT
 
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    # the section "Agent transcripts in" (other tables, such as Layout's, name rules)
-    section = readme[readme.index("## Agent transcripts in") :]
+    readme = (REPO_ROOT / "docs" / "transcripts.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The formats") :]
     section = section[: section.index("\n## ", 1)]
     rows = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)` \|", section, re.M)}
     assert rows == set(FORMATS)
     example = readme[readme.index("One project per format") :]
     example = example[example.index("```yaml") + len("```yaml") : example.index("```\n\n")]
     config = yaml.safe_load(example)
-    validate_config(config, "README.md")
+    validate_config(config, "docs/transcripts.md")
     assert {p["transcripts"]["format"] for p in config["projects"].values()} == set(FORMATS)
 
 

@@ -26,13 +26,13 @@ from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import anthropic
 from support.checkout import FIXTURES_DIR
-from support.transcripts import fixture_transcripts
+from support.transcripts import other_samples
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
 LONG = T / "anthropic" / "invoice-pager-offset.json"
 SHORT = T / "anthropic" / "docs-ci-warning.json"
-OTHERS = fixture_transcripts("anthropic")
+OTHERS = other_samples("anthropic")
 
 
 def session_of(path: Path, drop_thinking: bool = False):

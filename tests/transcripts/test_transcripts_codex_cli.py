@@ -21,7 +21,7 @@ from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, thinking_text, tool_call_text
 from grumem.transcripts.formats import codex_cli
 from support.checkout import FIXTURES_DIR
-from support.transcripts import fixture_transcripts
+from support.transcripts import transcript_samples
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
@@ -29,7 +29,7 @@ LONG_ID = "0199f2a4-7c1e-7d30-9b6a-2e5c41f0a8d7"
 SHORT_ID = "0199f7d1-22ab-7e10-8c3d-5a9b0e4f6c21"
 LONG = T / "codex-cli" / f"rollout-2025-11-03T09-14-02-{LONG_ID}.jsonl"
 SHORT = T / "codex-cli" / f"rollout-2025-11-04T17-02-40-{SHORT_ID}.jsonl"
-OTHERS = fixture_transcripts("openhands", "codex-cli")
+OTHERS = [p for p, fmt in transcript_samples() if fmt not in ("openhands", "codex-cli")]
 
 
 def session_of(path: Path, drop_thinking: bool = False):

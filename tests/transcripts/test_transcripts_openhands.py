@@ -7,6 +7,7 @@ in the shape OpenHands' `event_to_dict` gives its events (no real user's log).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +23,13 @@ from grumem.transcripts import FORMATS, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import openhands
 from support.checkout import FIXTURES_DIR
-from support.transcripts import fixture_transcripts
+from support.transcripts import transcript_samples
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
 LONG = T / "openhands" / "ledgerkit-issue-212.json"
 SHORT = T / "openhands" / "sales-plot.json"
-OTHERS = fixture_transcripts("openhands", "codex-cli")
+OTHERS = [p for p, fmt in transcript_samples() if fmt not in ("openhands", "codex-cli")]
 
 
 def session_of(path: Path, drop_thinking: bool = False):
@@ -397,20 +398,16 @@ def test_openhands_project_chunks_then_prompts(tmp_path: Path, fake_server) -> N
 
 
 def test_auto_on_a_folder_mixing_all_formats(tmp_path: Path) -> None:
-    """Every sample under fixtures/transcripts/<format>/, copied into one folder, chunks
-    as <format> in one `--format auto` run: a new detector that steals another format's
-    file fails here, and so does a format without a sample."""
-    samples = fixture_transcripts()
-    assert {p.parent.name for p in samples} == set(FORMATS)  # all of them, 11 today
+    """Every sample under fixtures/transcripts/<format>/, copied into one folder (each
+    at its path there, beside the files of its store), chunks as <format> in one
+    `--format auto` run: a new detector that steals another format's file fails here,
+    and so does a format without a sample."""
+    samples = transcript_samples()
+    assert {fmt for _, fmt in samples} == set(FORMATS)  # all of them
     mixed = tmp_path / "mixed"
-    mixed.mkdir()
-    expected = {}
-    for p in samples:
-        copy = mixed / p.name
-        assert not copy.exists(), f"two samples named {p.name}"
-        copy.write_bytes(p.read_bytes())
-        expected[copy] = p.parent.name
-    files = sorted(mixed.iterdir())
+    shutil.copytree(T, mixed)
+    expected = {mixed / p.relative_to(T): fmt for p, fmt in samples}
+    files = sorted(expected)
     proc = subprocess.run(
         [sys.executable, "-m", "grumem", "chunk", "--format", "auto"]
         + ["--out", str(tmp_path / "out"), *map(str, files)],

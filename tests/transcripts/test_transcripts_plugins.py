@@ -56,6 +56,12 @@ PLUGIN = '''
 from grumem.transcripts.base import NotThisFormat, Session, record
 
 NAME = "notes"
+# where `grumem discover` looks; a notes file holds a session per `---` block
+LOCATIONS = ("{XDG_DATA_HOME}/notes/*.notes",)
+
+def count_sessions(path):
+    with open(path, encoding="utf-8") as f:
+        return 1 + sum(line == "---\\n" for line in f)
 
 def detect(path, head):
     if head.text.startswith("NOTES v1\\n"):
@@ -175,3 +181,19 @@ def test_a_file_no_format_accepts_lists_each_format_and_why_one_line_each(tmp_pa
         assert all(len(r.split(": ", 1)[1]) > 10 for r in reasons)  # a reason, not a blank
         assert f"  {expected}" in [r[: len(expected) + 2] for r in reasons]
         assert lines[-1].startswith("Name the format with --format")
+
+
+def test_discover_looks_where_a_plugin_says_and_counts_with_it(
+    tmp_path: Path, plugin_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / ".local/share/notes").mkdir(parents=True)
+    (home / ".local/share/notes/standup.notes").write_text("NOTES v1\nQ: a\n---\nQ: b\n")
+    (home / ".local/share/notes/retro.notes").write_text("NOTES v1\nQ: c\n")
+    proc = grumem(plugin_path, "discover", "--home", str(home))
+    assert proc.returncode == 0, proc.stderr
+    (row,) = [line.split() for line in proc.stdout.splitlines() if line.startswith("notes ")]
+    assert row[1:3] == ["3", "2"]  # sessions (its count_sessions), files
+    assert row[-1] == f"{home}/.local/share/notes/*.notes"
+    without = grumem(None, "discover", "--home", str(home))
+    assert "notes " not in without.stdout

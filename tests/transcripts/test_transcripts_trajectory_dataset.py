@@ -26,14 +26,14 @@ from grumem.transcripts import SessionStream, detect_format, read_transcript
 from grumem.transcripts.base import Head, tool_call_text
 from grumem.transcripts.formats import trajectory_dataset
 from support.checkout import FIXTURES_DIR
-from support.transcripts import fixture_transcripts
+from support.transcripts import other_samples
 from support.workflow import REPO, demo_project, files_under, snakemake, write_config
 
 T = FIXTURES_DIR / "transcripts"
 D = T / "trajectory-dataset"
 PARQUET = D / "swe-agent-trajectories.parquet"
 JSONL = D / "openhands-sft.jsonl"
-OTHERS = fixture_transcripts(D.name)
+OTHERS = other_samples(D.name)
 
 
 def sessions_of(path: Path, **options):

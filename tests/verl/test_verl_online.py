@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from grumem.core.advantages import ScoredTrajectory, group_advantages, mix
 from grumem.core.gate_parser import ParseError, parse_gate_response
@@ -38,11 +37,10 @@ from grumem.core.template import Budget
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.verl.group_step import step_metrics
-from grumem.verl.session_row import read_session_row
-from support.harness import start_fake_server
+from grumem.verl.rollout import read_rollout_row
 from support.rollout_rows import demo_rollout_rows
-from support.verl_venv import samples2_script, smollm2_gguf
-from support.workflow import REPO, snakemake, write_config
+from support.verl_venv import exported_demo_corpus, smollm2_gguf
+from support.workflow import REPO
 
 TOKENS = cl100k_tokens()
 
@@ -87,7 +85,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         " make it with `make venv-verl` (about 5-8 minutes and 6.5 GB the first time)"
     )
     work = tmp_path_factory.mktemp("online")
-    corpus = recorded_corpus(work, tmp_path_factory)
+    corpus = exported_demo_corpus(work, tmp_path_factory)
     # the command line docs/verl.md shows, on the corpus the workflow exported
     overrides = verl_config("--online", "--corpus", str(corpus))
     docs_args, docs_overrides = docs_gpu_command()
@@ -170,18 +168,6 @@ def docs_gpu_command() -> tuple[list[str], list[str]]:
     assert args[:2] == [".venv/bin/grumem", "verl-config"], args
     rest = shlex.split(line.split(")", 1)[1])
     return args[2:], rest
-
-
-def recorded_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo through the workflow against the fake server, loop.samples 2."""
-    server = start_fake_server(samples2_script(), tmp_path_factory.mktemp("fake-server"))
-    try:
-        overlay = yaml.safe_load((REPO / "fixtures/demo/config-samples2.yaml").read_text())
-        write_config(work, server.base_url, loop=overlay["loop"])
-        snakemake(work, "all")
-    finally:
-        server.stop()
-    return work / "results/demo/corpus"
 
 
 def read_trajectories(corpus: Path) -> dict[str, dict]:
@@ -422,7 +408,7 @@ def test_v1_rollout_path_on_cpu_ray_transferqueue_sampler(seen) -> None:
     assert w["metrics"] == pytest.approx(step_metrics(zip(keys, turns, strict=True), "training"))
     assert w["metrics"]["training/grumem/parse_rate/mean"] == 1.0
     # each turn's training row keeps the chunk shas, not the texts
-    row = read_session_row(
+    row = read_rollout_row(
         [
             r
             for r in demo_rollout_rows()

@@ -1,13 +1,14 @@
-"""grumem.verl without verl: the sessions row (schema session-row), one turn's rules
-(grumem.verl.rollout) and the group step (grumem.verl.group_step). What verl does
-with them is tests/test_verl_online.py's."""
+"""grumem.verl without verl: the sessions row read back as its record
+(grumem.verl.rollout), the GRU-Mem turn order run over it as the agent loop runs it
+(grumem.core.turn_loop over grumem.core.rollout_row.row_turns) and the group step
+(grumem.verl.group_step). What verl does with them is tests/verl/test_verl_online.py's."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import Counter
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,23 +17,20 @@ from hypothesis import strategies as st
 from grumem.config.settings import load_queries
 from grumem.core.json_text import sha256_text
 from grumem.core.loop import user_message
-from grumem.core.rollout_row import rollout_row
+from grumem.core.rollout_row import rollout_row, row_turns
 from grumem.core.template import Budget
-from grumem.errors import GrumemError, RolloutRowError
+from grumem.core.turn_loop import Abort, Ask, TurnLoop, check_turn_budget
+from grumem.errors import BudgetError, GrumemError, RolloutRowError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.jsonl import validate
 from grumem.io.labels import load_labels
-from grumem.io.template_files import load_prompt_builder
+from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
 from grumem.io.tokenizer import cl100k_tokens
+from grumem.records.prompt import PromptRecord
+from grumem.records.rollout_row import RolloutRow
 from grumem.stages.prompts import plan
 from grumem.verl.group_step import group_step, step_metrics, turn_fields
-from grumem.verl.rollout import (
-    TurnBudgetError,
-    answer_turn,
-    prompt_builder,
-    turn_prompt,
-)
-from grumem.verl.session_row import read_session_row
+from grumem.verl.rollout import RolloutTurn, read_rollout_row, rollout_builder, rollout_rules
 from support.rollout_rows import DEMO, demo_rollout_rows
 
 TOKENS = cl100k_tokens()
@@ -54,6 +52,25 @@ def row_of(session: str, query_id: str = "errors-and-fixes", **kwargs) -> dict:
         if (r["extra_info"]["query_id"], r["extra_info"]["session"]) == (query_id, session)
     ]
     return row
+
+
+def turn_loop(row: RolloutRow) -> TurnLoop:
+    """The loop over `row`, as the agent loop makes it."""
+    builder = rollout_builder(row, GRU_MEM_TEMPLATE, TOKENS)
+    return TurnLoop(row_turns(row, builder), rollout_rules(row, TOKENS))
+
+
+def rollout(row: RolloutRow, texts: list[str]) -> list[RolloutTurn]:
+    """A rollout of `row` answered from `texts`, as the agent loop answers the loop: it
+    ends where the loop does, or where the texts do."""
+    loop, turns = turn_loop(row), []
+    for text in texts:
+        step = next(loop, None)
+        if step is None:
+            break
+        assert isinstance(step, Ask), step
+        turns.append(RolloutTurn.of(loop.answer(text), TOKENS))
+    return turns
 
 
 # ------------------------------------------------------------------ the row
@@ -98,8 +115,9 @@ def test_a_chunk_without_a_label_is_refused_naming_it() -> None:
 
 def test_a_row_as_verl_hands_it_over_reads_back() -> None:
     row = row_of("demo-02-slugify-unicode")
-    got = read_session_row(row)
-    assert (got.session, got.level, len(got.chunks), got.t_last_evidence) == (
+    got = read_rollout_row(row)
+    info = got.extra_info
+    assert (info.session, info.level, len(got.chunks), info.t_last_evidence) == (
         "demo-02-slugify-unicode",
         "L1",
         5,
@@ -115,7 +133,7 @@ def test_a_row_as_verl_hands_it_over_reads_back() -> None:
         "style": "rule",
         "ground_truth": np.array(row["reward_model"]["ground_truth"], dtype=object),
     }
-    assert read_session_row(columns) == got
+    assert read_rollout_row(columns) == got
 
 
 @pytest.mark.parametrize(
@@ -133,74 +151,88 @@ def test_a_row_that_is_not_an_exported_row_is_refused_naming_the_field(change, m
     row = row_of("demo-02-slugify-unicode")
     change(row)
     with pytest.raises(RolloutRowError, match=message):
-        read_session_row(row)
+        read_rollout_row(row)
 
 
 # ----------------------------------------------------------------- one turn
 
 
 def test_every_turn_prompt_is_the_responses_stage_user_message() -> None:
-    """The prompts stage's records filled by the responses stage's user_message, for
-    the first memory and a written one, against the agent loop's."""
+    """Each turn of a row is the prompts stage's record of it (the same split around
+    the memory slot, the same counts), and the loop over a row asks the user message
+    the responses stage sends, for the first memory and a written one."""
     queries = load_queries(DEMO / "queries.yaml")
     builder = load_prompt_builder()
-    records = list(plan("demo", [DEMO / "chunks"], queries, builder, 1))
-    rows = {
-        (r["extra_info"]["query_id"], r["extra_info"]["session"]): read_session_row(r)
-        for r in demo_rollout_rows()
-    }
+    records = [
+        PromptRecord.convert(r) for r in plan("demo", [DEMO / "chunks"], queries, builder, 1)
+    ]
     assert len(records) == 72
-    for record in records:
-        row = rows[record.query_id, record.session]
-        chunk = row.chunks[record.t - 1]
-        assert chunk.chunk_sha == record.chunk_sha
-        for memory in (None, "the agent fixed it with `--legacy-peer-deps` {chunk} é"):
-            got = turn_prompt(prompt_builder(row), row, chunk, memory).messages
-            assert got == [{"role": "user", "content": user_message(record, memory)}]
+    memory = "the agent fixed it with `--legacy-peer-deps` {chunk} é"
+    for row in map(read_rollout_row, demo_rollout_rows()):
+        info = row.extra_info
+        mine = [r for r in records if (r.query_id, r.session) == (info.query_id, info.session)]
+        turns = list(row_turns(row, rollout_builder(row, GRU_MEM_TEMPLATE, TOKENS)))
+        assert [(t.chunk_sha, t.prefix, t.suffix, t.tokens) for t in turns] == [
+            (r.chunk_sha, r.prefix, r.suffix, r.tokens) for r in mine
+        ]
+        loop = turn_loop(row)
+        for record, step in zip(mine, loop, strict=True):
+            assert isinstance(step, Ask)
+            want = user_message(record, None if record.t == 1 else memory)
+            assert step.messages == [{"role": "user", "content": want}]
+            loop.answer(gate(True, memory))
 
 
-def test_a_turn_over_budget_is_an_error_naming_the_component() -> None:
-    row = read_session_row(row_of("demo-05-ci-postgres", budget=Budget(section=40)))
-    with pytest.raises(
-        TurnBudgetError, match=r"turn t=1: over budget: section is \d+ tokens, limit 40"
-    ):
-        turn_prompt(prompt_builder(row), row, row.chunks[0], None)
-    row = read_session_row(row_of("demo-05-ci-postgres"))
+def test_a_turn_over_budget_is_an_abort_naming_the_component() -> None:
+    """The agent loop raises it as a TurnBudgetError naming the row and the turn."""
+    row = read_rollout_row(row_of("demo-05-ci-postgres", budget=Budget(section=40)))
+    step = next(turn_loop(row))
+    assert isinstance(step, Abort) and (step.prompt.t, step.reason) == (1, "budget")
+    assert step.component == "section"
+    assert step.detail.startswith("over budget: section is ")
+    assert step.detail.endswith(" tokens, limit 40")
+    row = read_rollout_row(row_of("demo-05-ci-postgres"))
+    turn = next(row_turns(row, rollout_builder(row, GRU_MEM_TEMPLATE, TOKENS)))
     memory = "word " * 1100
-    with pytest.raises(TurnBudgetError) as e:
-        turn_prompt(prompt_builder(row), row, row.chunks[0], memory)
+    with pytest.raises(BudgetError) as e:
+        check_turn_budget(rollout_rules(row, TOKENS), turn, user_message(turn, memory), memory)
     assert e.value.component == "memory"
 
 
 def test_a_template_other_than_the_rows_is_refused(tmp_path) -> None:
-    row = read_session_row(row_of("demo-05-ci-postgres"))
+    row = read_rollout_row(row_of("demo-05-ci-postgres"))
     other = tmp_path / "t.txt"
     other.write_text("<problem> {prompt} </problem> {memory} {chunk}", encoding="utf-8")
     with pytest.raises(GrumemError, match="exported with template sha256"):
-        prompt_builder(row, other)
+        rollout_builder(row, other, TOKENS)
 
 
 def test_an_answer_moves_the_memory_by_the_loop_rules() -> None:
-    row = read_session_row(row_of("demo-03-npm-peer-deps", level="L2"))
-    c1, c2, c3 = row.chunks
-    kept = answer_turn(row, c1, None, gate(True, "  verbatim  text  "), TOKENS)
-    assert (kept.memory_after, kept.stops) == ("verbatim  text", False)  # trimmed, else kept
-    assert answer_turn(row, c2, "M", gate(False, "other"), TOKENS).memory_after == "M"
-    unparsed = answer_turn(row, c2, "M", "<check>yes</check> no think block", TOKENS)
-    assert (unparsed.memory_after, unparsed.gate["parsed"]) == ("M", False)
-    assert unparsed.fields()["parse_error"] == "think"
-    assert answer_turn(row, c3, "M", gate(False, end=True), TOKENS).stops  # L2 obeys a parsed end
-    l1 = read_session_row(row_of("demo-03-npm-peer-deps", level="L1"))
-    assert not answer_turn(l1, c3, "M", gate(False, end=True), TOKENS).stops  # L1 records it
+    row = read_rollout_row(row_of("demo-02-slugify-unicode", level="L2"))  # 5 chunks
+    loop = turn_loop(row)
+    assert isinstance(next(loop), Ask)
+    kept = loop.answer(gate(True, "  verbatim  text  "))
+    assert kept.memory_after == "verbatim  text"  # trimmed, else kept
+    step = next(loop)
+    assert isinstance(step, Ask) and step.memory_before == "verbatim  text"
+    assert loop.answer(gate(False, "other")).memory_after == "verbatim  text"
+    next(loop)
+    unparsed = loop.answer("<check>yes</check> no think block")
+    assert (unparsed.memory_after, unparsed.gate.parsed) == ("verbatim  text", False)
+    assert RolloutTurn.of(unparsed, TOKENS).parse_error == "think"
+    # L2 obeys a parsed end; L1 records it and reads on
+    assert len(rollout(row, [gate(False, end=True)] * 5)) == 1
+    l1 = read_rollout_row(row_of("demo-02-slugify-unicode", level="L1"))
+    turns = rollout(l1, [gate(False, end=True)] * 5)
+    assert len(turns) == 5 and all(t.exit_gate for t in turns)
 
 
 def test_an_over_long_candidate_is_its_turns_format_failure() -> None:
-    row = read_session_row(row_of("demo-03-npm-peer-deps", budget=Budget(memory=8)))
-    turn = answer_turn(
-        row, row.chunks[0], "M", gate(True, "one two three four five six seven eight nine"), TOKENS
-    )
-    assert (turn.gate["parsed"], turn.memory_after) == (False, "M")
-    assert turn.fields()["parse_error"] == "update"
+    row = read_rollout_row(row_of("demo-03-npm-peer-deps", budget=Budget(memory=8)))
+    long = "one two three four five six seven eight nine"
+    first, second = rollout(row, [gate(True, "M"), gate(True, long)])
+    assert (second.parsed, second.parse_error, second.memory_tokens) == (False, "update", 1)
+    assert first.memory_tokens == 1  # "M": the memory stays M_(t-1)
 
 
 # ------------------------------------------------------------ the group step
@@ -267,22 +299,16 @@ TURN = st.tuples(st.sampled_from([None, True, False]), st.booleans())  # (update
 def test_the_group_step_is_the_papers_advantage_with_no_variance_as_zero(
     answers, level, alpha
 ) -> None:
-    row = read_session_row(row_of("demo-03-npm-peer-deps", "environment", level=level))
-    row = dataclasses.replace(row, alpha=alpha)
-    rollouts = []
-    for script in answers:
-        turns, memory = [], None
-        for chunk, (update, end) in zip(row.chunks, script, strict=True):
-            text = "garbled" if update is None else gate(update, "m", end)
-            turn = answer_turn(row, chunk, memory, text, TOKENS)
-            turns.append(turn.fields())
-            memory = turn.memory_after
-            if turn.stops:
-                break
-        rollouts.append(turns)
+    row = read_rollout_row(row_of("demo-03-npm-peer-deps", "environment", level=level))
+    info = msgspec.structs.replace(row.extra_info, alpha=alpha)
+    row = msgspec.structs.replace(row, extra_info=info)
+    rollouts = [
+        rollout(row, ["garbled" if u is None else gate(u, "m", end) for u, end in script])
+        for script in answers
+    ]
     values = group_step(row, rollouts)
     labels = [c.evidence for c in row.chunks]
-    want = paper_advantages(rollouts, labels, alpha)
+    want = paper_advantages([[t.fields() for t in r] for r in rollouts], labels, alpha)
     got = [[t.advantage for t in r.turns] for r in values.rollouts]
     assert got == [[pytest.approx(v, abs=1e-9) for v in w] for w in want]
     returns = [r.ret for r in values.rollouts]
@@ -290,7 +316,7 @@ def test_the_group_step_is_the_papers_advantage_with_no_variance_as_zero(
 
 
 def test_step_metrics_count_turns_rollouts_and_zero_variance_groups() -> None:
-    row = read_session_row(row_of("demo-03-npm-peer-deps"))  # every chunk is evidence
+    row = read_rollout_row(row_of("demo-03-npm-peer-deps"))  # every chunk is evidence
     keys, fields = [], []
     for uid, scripts in (
         (
@@ -302,17 +328,10 @@ def test_step_metrics_count_turns_rollouts_and_zero_variance_groups() -> None:
         ),
         ("b", [[gate(True)] * 3, [gate(True)] * 3]),
     ):
-        rollouts, turns = [], []
-        for script in scripts:
-            rollout, memory = [], None
-            for chunk, text in zip(row.chunks, script, strict=True):
-                turn = answer_turn(row, chunk, memory, text, TOKENS)
-                rollout.append(turn.fields())
-                memory = turn.memory_after
-            rollouts.append(rollout)
+        rollouts, turns = [rollout(row, script) for script in scripts], []
         values = group_step(row, rollouts)
-        for s, (rollout, rv) in enumerate(zip(rollouts, values.rollouts, strict=True)):
-            for i, (f, tv) in enumerate(zip(rollout, rv.turns, strict=True)):
+        for s, (turns_of, rv) in enumerate(zip(rollouts, values.rollouts, strict=True)):
+            for i, (f, tv) in enumerate(zip(turns_of, rv.turns, strict=True)):
                 keys.append(f"{uid}_{s}_{i}")
                 turns.append(turn_fields(f, rv, tv, values))
         fields += turns

@@ -16,8 +16,11 @@ OpenAI server (tests/support) instead of the embedded model:
 
 A block may carry a marker on the line before its fence, with the reason beside it:
 `<!-- tests: dry run: REASON -->` runs its snakemake commands with `-n` (a cluster
-profile), `<!-- tests: not run: REASON -->` runs none of them (a GPU). What a person
-does between two commands (labelling a calibration sample) is done by HUMAN_STEPS.
+profile), `<!-- tests: not run: REASON -->` runs none of them (a GPU). Every other
+line of a `sh` block is a command of ours or the venv's activation, so no block is
+skipped in silence. What a person does between two commands (labelling a calibration
+sample) is done by HUMAN_STEPS; `grumem discover` runs with HOME a reader's home
+holding the transcript fixtures where each agent keeps its logs (support.fake_home).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from support.fake_home import fake_home
 from support.workflow import (
     FAKE_DEMO,
     PINNED_DEMO_CORPUS,
@@ -107,22 +112,56 @@ def logical_lines(body: str, first_line: int) -> list[tuple[int, str]]:
     return lines
 
 
-def commands_in(text: str, name: str) -> list[Command]:
-    commands = []
+@dataclass(frozen=True)
+class ShellBlock:
+    first_line: int  # of the block's body, from 1
+    body: str
+    mode: str  # "run", "dry run" or "not run", from the marker before its fence
+    reason: str
+
+
+def shell_blocks(text: str) -> list[ShellBlock]:
+    blocks = []
     for block in FENCE_RE.finditer(text):
         if block.group(1) not in SHELL_LANGUAGES:
             continue
         before = text[: block.start()]
         marker = MARKER_RE.search(before.rsplit("```", 1)[-1][-300:])
         mode, reason = (marker.group(1), marker.group(2)) if marker else ("run", "")
-        first = before.count("\n") + 2
+        blocks.append(ShellBlock(before.count("\n") + 2, block.group(2), mode, reason))
+    return blocks
+
+
+def commands_in(text: str, name: str) -> list[Command]:
+    commands = []
+    for block in shell_blocks(text):
         activated = False
-        for n, line in logical_lines(block.group(2), first):
+        for n, line in logical_lines(block.body, block.first_line):
             if ACTIVATE_RE.match(line):
                 activated = True
             elif runs_ours(line):
-                commands.append(Command(name, n, line, mode, reason, activated))
+                commands.append(Command(name, n, line, block.mode, block.reason, activated))
     return commands
+
+
+def unrun_lines(text: str, name: str) -> list[str]:
+    """What a reader would type from a `sh` block that no test runs: a line that is
+    neither a command of ours nor the venv's activation, or a block with no command of
+    ours, unless its marker says `not run` and why."""
+    problems = []
+    for block in shell_blocks(text):
+        if block.mode == "not run":
+            continue
+        lines = logical_lines(block.body, block.first_line)
+        problems += [
+            f"{name}:{n}: `{line}` is not run: a command of ours, or mark the block"
+            " `<!-- tests: not run: REASON -->`"
+            for n, line in lines
+            if not (runs_ours(line) or ACTIVATE_RE.match(line))
+        ]
+        if not any(runs_ours(line) for _, line in lines):
+            problems.append(f"{name}:{block.first_line}: a sh block with no command of ours")
+    return problems
 
 
 def documented_commands(path: Path) -> list[Command]:
@@ -135,9 +174,9 @@ ALL_COMMANDS = [c for doc in DOCS for c in documented_commands(doc)]
 # ----------------------------------------------------------------- the extraction
 
 
-def test_the_docs_show_the_cards_commands() -> None:
-    """The extraction finds the README's two commands and the card's `snakemake export`:
-    a parser that found nothing would pass every test below."""
+def test_the_docs_show_the_two_commands_and_snakemake_export() -> None:
+    """The extraction finds the README's two commands and `snakemake export`: a parser
+    that found nothing would pass every test below."""
     readme = [c.text for c in ALL_COMMANDS if c.doc == "README.md"]
     assert readme[:2] == [
         "make run     # the bundled demo project, end to end, with the embedded local LLM",
@@ -146,9 +185,28 @@ def test_the_docs_show_the_cards_commands() -> None:
     texts = " ".join(c.text for c in ALL_COMMANDS)
     for needed in ("snakemake -n export", "--rulegraph mermaid-js export", "--dag dot export"):
         assert needed in texts
-    # the card's command as its user types it: the venv activated, no path
+    # `snakemake export` as its user types it: the venv activated, no path
     card = [c for c in ALL_COMMANDS if c.text.split("#")[0].strip() == "snakemake -n export"]
     assert card and all(c.activated for c in card)
+
+
+def test_no_shell_block_is_skipped_in_silence() -> None:
+    for doc in DOCS:
+        assert unrun_lines(doc.read_text(encoding="utf-8"), doc.name) == []
+
+
+def test_a_shell_block_that_would_not_run_is_named() -> None:
+    text = (
+        "```sh\nmake run\ncd elsewhere\n```\n\n```sh\nvllm serve m\n```\n\n"
+        "<!-- tests: not run: needs a GPU node -->\n```sh\nvllm serve m\n```\n"
+    )
+    assert unrun_lines(text, "x.md") == [
+        "x.md:3: `cd elsewhere` is not run: a command of ours, or mark the block"
+        " `<!-- tests: not run: REASON -->`",
+        "x.md:7: `vllm serve m` is not run: a command of ours, or mark the block"
+        " `<!-- tests: not run: REASON -->`",
+        "x.md:7: a sh block with no command of ours",
+    ]
 
 
 def test_every_exempt_block_says_why() -> None:
@@ -211,6 +269,15 @@ HUMAN_STEPS: dict[str, Callable[[Path], None]] = {
 }
 
 
+def readers_home(work: Path) -> Path:
+    """The home of a reader who runs agents: the transcript fixtures where each tool
+    keeps its logs (what `grumem discover` finds), made once per checkout."""
+    home = work / "home"
+    if not home.exists():
+        fake_home(home)
+    return home
+
+
 def with_dry_run(text: str) -> str:
     words = shlex.split(text, comments=True)
     at = next(i for i, w in enumerate(words) if Path(w).name in {"snakemake", "make"})
@@ -227,7 +294,8 @@ def run_documented(work: Path, c: Command) -> None:
                     shell(work, line, f"{c} (its recipe line `{line}`)")
         return
     text = with_dry_run(c.text) if c.mode == "dry run" else c.text
-    shell(work, ACTIVATE + text if c.activated else text, str(c))
+    home = readers_home(work) if "grumem discover" in text else None
+    shell(work, ACTIVATE + text if c.activated else text, str(c), home=home)
     for key, step in HUMAN_STEPS.items():
         if key in c.text.replace(".venv/bin/", ""):
             step(work)
@@ -238,7 +306,9 @@ def run_documented(work: Path, c: Command) -> None:
 def test_every_documented_command_runs(doc: str, tmp_path: Path, fake_server) -> None:
     commands = [c for c in ALL_COMMANDS if c.doc == doc and c.mode != "not run"]
     if not commands:
-        pytest.skip(f"{doc} shows no command of ours")
+        # test_no_shell_block_is_skipped_in_silence: then every sh block says why
+        assert all(b.mode == "not run" for b in shell_blocks((REPO / doc).read_text("utf-8")))
+        pytest.skip(f"{doc} shows no command of ours that can run here")
     if shutil.which("dot") is None and any("dot -T" in c.text for c in commands):
         pytest.fail("graphviz's `dot` is missing: `make test` installs it (make system)")
     server = fake_server(FAKE_DEMO)
@@ -247,18 +317,28 @@ def test_every_documented_command_runs(doc: str, tmp_path: Path, fake_server) ->
         run_documented(tmp_path, c)
 
 
+def test_a_failing_command_fails_its_page(tmp_path: Path) -> None:
+    """The runner is no formality: a command that exits non-zero fails the page."""
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    run_documented(tmp_path, Command("x.md", 1, ".venv/bin/grumem --help", "run"))
+    with pytest.raises(AssertionError, match=r"x.md:2: .venv/bin/grumem no-such-command"):
+        run_documented(tmp_path, Command("x.md", 2, ".venv/bin/grumem no-such-command", "run"))
+
+
 # ----------------------------------------------------------------- "When a run dies"
 
+CRASH_RECOVERY = "docs/crash-recovery.md"
 
-def section_commands(heading: str) -> list[Command]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+
+def section_commands(doc: str, heading: str) -> list[Command]:
+    text = (REPO / doc).read_text(encoding="utf-8")
     start = text.index(f"\n{heading}\n")
     end = text.find("\n## ", start + 1)
     first_line = text[:start].count("\n") + 2
-    section = text[start + 1 : end]
+    section = text[start + 1 : end if end != -1 else None]
     return [
-        Command("README.md", c.line + first_line - 1, c.text, c.mode, c.reason)
-        for c in commands_in(section, "README.md")
+        Command(doc, c.line + first_line - 1, c.text, c.mode, c.reason)
+        for c in commands_in(section, doc)
     ]
 
 
@@ -267,11 +347,12 @@ def cached_requests(work: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_with_the_readmes_commands(tmp_path: Path, fake_server) -> None:
+def test_a_killed_run_resumes_with_the_documented_commands(tmp_path: Path, fake_server) -> None:
     """kill -9 of Snakemake and its jobs mid-`responses` (a node failure), then the
-    README's two commands: the rerun sends none of the requests answered before the
-    kill, every other one once, and the corpus is the pinned demo corpus."""
-    unlock, rerun = (c.text for c in section_commands("## When a run dies"))
+    two commands of docs/crash-recovery.md: the rerun sends none of the requests
+    answered before the kill, every other one once, and the corpus is the pinned demo
+    corpus."""
+    unlock, rerun = (c.text for c in section_commands(CRASH_RECOVERY, "## When a run dies"))
     assert program_of(unlock) == program_of(rerun) == "snakemake" and "--unlock" in unlock
     # slow answers: the kill lands while the two responses jobs are mid-way
     server = fake_server(fake_demo_script(latency_s=0.4))
@@ -292,13 +373,13 @@ def test_a_killed_run_resumes_with_the_readmes_commands(tmp_path: Path, fake_ser
     sent_before = dict(server.stats()["by_sha"])
     assert 12 <= len(answered) < 72
 
-    # the lock the README speaks of
+    # the lock the page speaks of
     locked = shell(tmp_path, rerun, "the rerun before --unlock", check=False)
     assert locked.returncode != 0 and "cannot be locked" in locked.stdout + locked.stderr
     assert server.stats()["by_sha"] == sent_before
 
-    shell(tmp_path, unlock, "README's --unlock")
-    shell(tmp_path, rerun, "README's rerun")
+    shell(tmp_path, unlock, f"{CRASH_RECOVERY}'s --unlock")
+    shell(tmp_path, rerun, f"{CRASH_RECOVERY}'s rerun")
     sent_after = server.stats()["by_sha"]
     resent = {sha for sha, n in sent_after.items() if n > sent_before.get(sha, 0)}
     assert resent & answered == set()

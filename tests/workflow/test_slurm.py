@@ -370,3 +370,54 @@ def test_demo_export_on_slurm_matches_local(
         return lines
 
     assert untimed(local) == untimed(cluster)
+
+
+@pytest.mark.slow
+def test_a_user_config_runs_only_its_projects_in_the_cluster_jobs(
+    slurm_cluster: dict[str, str], tmp_path: Path, fake_server
+) -> None:
+    """`snakemake --configfile mine.yaml` through SLURM, in a directory that also holds
+    the demo's config.yaml: the main job plans only the user's project, and so do the
+    cluster jobs, which Snakemake starts again on the node with the main job's config
+    files (a job that read the demo's config would not know project `mine`)."""
+    from support.workflow import demo_project, write_config, write_queries, write_session
+
+    server = fake_server(REPO_ROOT / "fixtures" / "fake" / "demo.yaml")
+    work = tmp_path / "work"
+    work.mkdir()
+    write_config(work, server.base_url)  # the demo, as `snakemake` alone would read it
+    chunks = tmp_path / "mine"
+    chunks.mkdir()
+    write_session(chunks / "s.jsonl", "s", ["an error", "fixed"])
+    write_queries(tmp_path / "q.yaml")
+    mine = demo_project(chunks=str(chunks / "*.jsonl"), queries=str(tmp_path / "q.yaml"))
+    # what mine.yaml leaves out takes the schema's defaults, not the demo's values
+    # (max_tokens 512, not the 256 of the demo's config.yaml here)
+    config = {
+        "projects": {"mine": mine},
+        "llm": {"base_url": server.base_url, "model": "fake-model"},
+    }
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    proc = run_snakemake_on_slurm(
+        work,
+        ["results/mine/log.jsonl"],
+        extra_args=[f"--configfile={tmp_path / 'mine.yaml'}", "--slurm-keep-successful-logs"],
+        env=slurm_cluster,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    submitted = SUBMITTED_RE.findall(proc.stdout)
+    # the session index, the shard's rollout group, the log: each an sbatch job
+    assert len(submitted) == 3, proc.stdout[-6000:]
+    log = (work / "results/mine/log.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(log) == 2 and server.stats()["requests"] == 2
+    assert not (work / "results/demo").exists()
+    # each cluster job was given the user's file, and no other
+    job_logs = sorted((work / ".snakemake" / "slurm_logs").rglob("*.log"))
+    assert {p.stem for p in job_logs} == set(submitted)
+    for job_log in job_logs:
+        text = job_log.read_text(encoding="utf-8")
+        assert f"--configfiles {tmp_path / 'mine.yaml'} --" in text, text
+        assert "config.yaml" not in text, text
+    rollout = next(p.read_text(encoding="utf-8") for p in job_logs if "rollout" in str(p))
+    assert '"max_tokens": 512' in rollout and '"max_tokens": 256' not in rollout, rollout

@@ -449,9 +449,9 @@ def test_export_refuses_a_project_without_calibration(tmp_path) -> None:
     write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": project})
     proc = snakemake(tmp_path, "-n", "all", check=False)
     assert proc.returncode != 0
-    assert (
-        "no calibration file" in proc.stderr + proc.stdout and "M5.2" in proc.stderr + proc.stdout
-    )
+    said = proc.stderr + proc.stdout
+    assert "no calibration file (projects.demo.calibration)" in said
+    assert "the export needs κ between the labels and a calibration labelling" in said
 
 
 def test_judge_labels_feed_kappa_and_export(tmp_path, fake_server) -> None:

@@ -78,6 +78,22 @@ def test_a_user_configfile_without_projects_fails_saying_so(tmp_path) -> None:
     assert "results/demo/" not in proc.stdout
 
 
+def test_a_config_given_only_as_overrides_replaces_the_demo_too(tmp_path) -> None:
+    """`--config` alone is a config of one's own as a file is: the demo is not read under
+    it (its requests would go to the server the override names); naming config.yaml
+    with --configfile is how to change one of the demo's values."""
+    work = user_checkout(tmp_path)
+    proc = snakemake(work, "-n", "all", "--config", "shard_size=2", check=False)
+    assert proc.returncode != 0
+    said = proc.stdout + proc.stderr
+    assert "no projects in the config" in said and "--configfile config.yaml --config" in said
+    assert "results/demo/" not in proc.stdout
+    overrides = ("shard_size=2", "shard_rule=sorted")
+    out = snakemake(work, "-n", "all", "--configfile", "config.yaml", "--config", *overrides)
+    # the demo's 5 sessions, exactly 2 to a shard instead of 3: 3 shards, not 2
+    assert jobs(out.stdout)["responses"] == 3
+
+
 # --------------------------------------------------- `~` and variables in path settings
 
 

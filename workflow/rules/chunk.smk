@@ -24,9 +24,10 @@ rule chunk:
             else ""
         ),
         options=lambda wc: transcript_options(wc.project),
+        redact=lambda wc: redaction(wc.project),
         budget=config["budget"]["section"],
         root="results/{project}/chunks",
     shell:
-        "grumem chunk --format {params.format} {params.drop} {params.options}"
+        "grumem chunk --format {params.format} {params.drop} {params.options} {params.redact}"
         " --budget {params.budget} --units-under {params.root} --manifest {output}"
         " {input:q} 2> {log}"

@@ -12,10 +12,9 @@ from grumem.config.settings import check_config_files, split_connection, validat
 from grumem.errors import GrumemError
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.jsonl import RecordError
-from grumem.report.viewer import VIEWER
-from grumem.stages.report_plots import PLOTS
 from grumem.llm.endpoints import total_concurrency
 from grumem.core.shards import glob_root, project_shards
+from grumem.transcripts.redact import detector_label
 
 # The config is validated once, here, by grumem's validator (the schema is
 # workflow/schemas/config.schema.yaml): it fills defaults also in each project's
@@ -41,6 +40,8 @@ os.environ["PATH"] = os.pathsep.join(
 TEMPLATE = str(TEMPLATES_DIR / "gru-mem.txt")
 JUDGE_TEMPLATE = str(TEMPLATES_DIR / "judge.txt")
 PROJECTS = sorted(config["projects"])
+# the chunk stage's secret detector, `kingfisher-secret-scanner==1.5.0+patterns.1`
+REDACTION_DETECTOR = detector_label()
 
 
 wildcard_constraints:
@@ -127,6 +128,14 @@ def transcript_options(project):
     )
 
 
+def redaction(project):
+    """`grumem chunk --redact` with the detector's name and version (a param: another
+    detector re-runs the chunk jobs), or `--no-redact` (transcripts.redact: false)."""
+    if not project_config(project)["transcripts"]["redact"]:
+        return "--no-redact"
+    return f"--redact --detector {REDACTION_DETECTOR}"
+
+
 def queries_file(wildcards):
     return project_config(wildcards.project)["queries"]
 
@@ -204,7 +213,7 @@ def calibration_file(wildcards):
     if "calibration" not in p:
         raise WorkflowError(
             f"project {wildcards.project}: no calibration file (projects.{wildcards.project}.calibration): "
-            "the export needs κ between the labels and a calibration labelling (M5.2)"
+            "the export needs κ between the labels and a calibration labelling"
         )
     return p["calibration"]
 
@@ -222,9 +231,3 @@ def all_corpus_files():
     return expand(
         "results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES
     )
-
-
-# every project's plots and trajectory viewer: part of the `all` target
-REPORT_FILES = expand(
-    "results/{project}/report/{file}", project=PROJECTS, file=[*PLOTS, VIEWER]
-)

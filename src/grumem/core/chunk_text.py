@@ -9,7 +9,7 @@ from typing import Any
 
 from grumem.core.json_text import sha256_text
 
-# The model tells a tool result from a decision by these labels (card 003).
+# The model tells a tool result from a decision by these labels.
 ROLE_LABELS: dict[str, str] = {
     "user": "[User]",
     "assistant": "[Assistant]",

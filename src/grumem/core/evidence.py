@@ -1,4 +1,4 @@
-"""Evidence labels (M5.1): one decision per `(query_id, chunk_sha)`, as a label file holds
+"""Evidence labels: one decision per `(query_id, chunk_sha)`, as a label file holds
 them (grumem.io.labels reads one).
 
 Labels join to turns by `(query_id, chunk_sha)` and never by `t`: a session

@@ -1,4 +1,4 @@
-"""The strict parser of the model's four-tag gate response (card M1.4).
+"""The strict parser of the model's four-tag gate response.
 
 A lenient parser fabricates gate decisions, and a fabricated decision looks
 exactly like a real one in the log. So a response parses only if it has this

@@ -32,7 +32,7 @@ _SHAPES = {"gate": _GATE, "judge": _JUDGE}
 
 
 def gbnf(which: str = "gate", max_text_chars: int | None = None) -> str:
-    """The GBNF of a response shape: `gate` (card 000's four tags: <check> yes|no,
+    """The GBNF of a response shape: `gate` (the four tags: <check> yes|no,
     <next> continue|end) or `judge` (<think>, then <evidence> yes|no).
 
     The grammar fixes the shape, not the length: a 135M model constrained by
@@ -60,6 +60,24 @@ def fitting_text_chars(max_tokens: int, chars_per_token: float = 2.5) -> int:
     on the tool output and markdown it copies (at 3.0, 1 of 72 demo answers
     was still cut by max_tokens). 200 tokens -> 210."""
     return max(1, int((max_tokens * chars_per_token - 80) // 2))
+
+
+# Tokens kept for the tags around the judge's think text when its length is bounded.
+JUDGE_TAG_TOKENS = 20
+# Conservative: SmolLM2 averages 4.4 characters a token on English prose, but
+# about 2.5 on tool output it copies (`npm ERR! ` lines), which is what it rambles.
+JUDGE_CHARS_PER_TOKEN = 2.0
+
+
+def fitting_think_chars(max_tokens: int) -> int:
+    """The judge grammar's bound on the think text, so that a whole answer fits max_tokens.
+
+    Unbounded, a small model rambles inside <think> until max_tokens cuts
+    the answer before <evidence> (measured with SmolLM2-135M: 5 of 6 answers
+    cut at 64 tokens, 4 of 10 at 200). The judge's label comes from
+    <evidence> alone, so ending the reasoning early costs nothing that a cut
+    answer would have kept."""
+    return max(1, int((max_tokens - JUDGE_TAG_TOKENS) * JUDGE_CHARS_PER_TOKEN))
 
 
 GATE_GRAMMAR = gbnf("gate")

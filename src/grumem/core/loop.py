@@ -1,65 +1,83 @@
-"""The loop's semantics (DESIGN "Loop semantics"): what a recorded response means
-for the gates, and the memory after a turn.
+"""The loop's rules for one answer: what it says of the gates, the memory after the
+turn, whether the trajectory stops, and how a turn's user message and seeds are made.
 
-The `responses` stage uses them live and the `gates` stage re-applies them to
-the recording, so a recording and the log can never disagree silently.
+The turn order that applies them (grumem.core.turn_loop) drives the `responses`
+stage and verl's agent loop; the `gates` stage re-applies them to a recording, so
+a recording and the log can never disagree silently.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 from grumem.core.gate_parser import MAX_RAW, parse_gate_response
-from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, raw_body
+from grumem.core.recording import NOT_A_CHAT_COMPLETION, chat_content, response_bytes
 from grumem.core.template import memory_text
 from grumem.core.tokens import Tokens, token_bound
 from grumem.errors import ParseError
-from grumem.records.base import or_none
-from grumem.records.prompt import PromptRecord
+from grumem.records.gate import ParseFailure
 from grumem.records.response import Attempt
 
-_NULL_GATE = {"update_gate": None, "exit_gate": None, "candidate": None, "think": None}
+__all__ = [
+    "Gate",
+    "MemorySlot",
+    "ask_seed",
+    "interpret",
+    "interpret_content",
+    "memory_after",
+    "stops",
+    "user_message",
+]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What one answer says: the gates of a strict parse, or nulls and why it did not
+    parse (no gate is ever defaulted). `content` is the answer's text, None when no
+    chat completion came back."""
+
+    parsed: bool
+    update_gate: bool | None
+    exit_gate: bool | None
+    candidate: str | None
+    think: str | None
+    content: str | None
+    finish_reason: str | None
+    parse_error: ParseFailure | None
+
+    @classmethod
+    def failed(cls, error: ParseFailure, content: str | None, finish: str | None) -> Gate:
+        return cls(False, None, None, None, None, content, finish, error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a gate record writes them, in its order."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.parse_error is not None:
+            out["parse_error"] = self.parse_error.to_dict()
+        return out
 
 
 def interpret(
     response: Attempt, memory_budget: int | None = None, tokens: Tokens | None = None
-) -> dict[str, Any]:
-    """Gate fields for one ask from its final HTTP attempt: a parse or a recorded failure.
+) -> Gate:
+    """The gate of one ask from its final HTTP attempt: a parse or a recorded failure.
 
-    No gate is ever defaulted: anything but an exact parse records nulls. A
-    candidate memory over `memory_budget` tokens (counted by `tokens`, which a
+    A candidate memory over `memory_budget` tokens (counted by `tokens`, which a
     budget needs) is the model's format failure (tag `update`): using it would
     make the next prompt over budget."""
     _check_counter(memory_budget, tokens)
-    body = response.body
-    raw = raw_body(body, or_none(response.body_b64)) if body is not None else None
+    raw = response_bytes(response) if response.body is not None else None
     if response.status != 200 or raw is None:
         error = response.error or f"HTTP {response.status}"
-        return {
-            "parsed": False,
-            **_NULL_GATE,
-            "content": None,
-            "finish_reason": None,
-            "parse_error": {
-                "tag": "response",
-                "reason": f"no answer: {error}",
-                "raw": (body or "")[:MAX_RAW],
-            },
-        }
+        why = ParseFailure("response", f"no answer: {error}", (response.body or "")[:MAX_RAW])
+        return Gate.failed(why, None, None)
     try:
         content, finish = chat_content(raw)
     except NOT_A_CHAT_COMPLETION as e:
-        return {
-            "parsed": False,
-            **_NULL_GATE,
-            "content": None,
-            "finish_reason": None,
-            "parse_error": {
-                "tag": "response",
-                "reason": f"not a chat completion: {e}",
-                "raw": (body or "")[:MAX_RAW],
-            },
-        }
+        reason = f"not a chat completion: {e}"
+        why = ParseFailure("response", reason, (response.body or "")[:MAX_RAW])
+        return Gate.failed(why, None, None)
     return interpret_content(content, finish, memory_budget, tokens)
 
 
@@ -68,8 +86,8 @@ def interpret_content(
     finish: str | None = None,
     memory_budget: int | None = None,
     tokens: Tokens | None = None,
-) -> dict[str, Any]:
-    """Gate fields for one answer's text: the strict parse, or its format failure.
+) -> Gate:
+    """The gate of one answer's text: the strict parse, or its format failure.
 
     The same rules whether the text came in a recorded chat completion (interpret)
     or was decoded from a policy's tokens (grumem.verl's agent loop)."""
@@ -77,40 +95,18 @@ def interpret_content(
     try:
         g = parse_gate_response(content)
     except ParseError as e:
-        return {
-            "parsed": False,
-            **_NULL_GATE,
-            "content": content,
-            "finish_reason": finish,
-            "parse_error": e.to_json(),
-        }
+        return Gate.failed(ParseFailure.convert(e.to_json()), content, finish)
     text = memory_text(g.candidate)
     if memory_budget is not None and tokens is not None and token_bound(text) > memory_budget:
         # cached: a candidate that becomes the memory is counted again for the next turn
         n = tokens.count_cached(text)
         if n > memory_budget:
-            return {
-                "parsed": False,
-                **_NULL_GATE,
-                "content": content,
-                "finish_reason": finish,
-                "parse_error": {
-                    "tag": "update",
-                    "reason": f"candidate memory is {n} tokens, over budget.memory"
-                    f" {memory_budget}: memory stays M_(t-1)",
-                    "raw": content[:MAX_RAW],
-                },
-            }
-    return {
-        "parsed": True,
-        "update_gate": g.update_gate,
-        "exit_gate": g.exit_gate,
-        "candidate": g.candidate,
-        "think": g.think,
-        "content": content,
-        "finish_reason": finish,
-        "parse_error": None,
-    }
+            reason = (
+                f"candidate memory is {n} tokens, over budget.memory {memory_budget}:"
+                " memory stays M_(t-1)"
+            )
+            return Gate.failed(ParseFailure("update", reason, content[:MAX_RAW]), content, finish)
+    return Gate(True, g.update_gate, g.exit_gate, g.candidate, g.think, content, finish, None)
 
 
 def _check_counter(memory_budget: int | None, tokens: Tokens | None) -> None:
@@ -118,22 +114,24 @@ def _check_counter(memory_budget: int | None, tokens: Tokens | None) -> None:
         raise TypeError("interpret: a memory_budget needs the tokens that count it")
 
 
-def memory_after(memory_before: str | None, gate: dict[str, Any]) -> str | None:
+def memory_after(memory_before: str | None, gate: Gate) -> str | None:
     """U_t true: the candidate, verbatim. False or unparsed: M_{t-1} stays."""
-    if gate["parsed"] and gate["update_gate"]:
-        candidate: str = gate["candidate"]  # a parsed gate's candidate is its text
-        return candidate
+    if gate.parsed and gate.update_gate:
+        return gate.candidate
     return memory_before
 
 
-class PromptHalves(NamedTuple):
-    """The user message of a turn around its memory slot (a prompt record's halves)."""
+class MemorySlot(Protocol):
+    """A turn's user message around its memory slot (a prompt record is one)."""
 
-    prefix: str
-    suffix: str
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def suffix(self) -> str: ...
 
 
-def user_message(prompt: PromptRecord | PromptHalves, memory: str | None) -> str:
+def user_message(prompt: MemorySlot, memory: str | None) -> str:
     """The user message of a turn: its prompt with M_{t-1} in the memory slot."""
     return prompt.prefix + memory_text(memory) + prompt.suffix
 
@@ -144,7 +142,7 @@ def ask_seed(ask: int, samples: int, sample: int) -> int:
     return ask * samples + sample
 
 
-def stops(level: str, gate: dict[str, Any]) -> bool:
+def stops(level: str, gate: Gate) -> bool:
     """Whether the trajectory ends after this turn: only at L2, only on a parsed `end`
     (at L1 the exit gate is recorded, never obeyed)."""
-    return level == "L2" and bool(gate["parsed"]) and bool(gate["exit_gate"])
+    return level == "L2" and gate.parsed and bool(gate.exit_gate)

@@ -162,19 +162,6 @@ def plan_session(
     return PlannedSession(session, pieces, bounds, len(records), split_records, parts)
 
 
-def split_record(record: dict[str, Any], budget: int, tokens: Tokens) -> list[dict[str, Any]]:
-    """[record] if it fits alone, else its parts (same fields, text split, `part` added)."""
-    return _parts(record, split_text(record["role"], record["text"], budget, tokens))
-
-
-def _parts(record: dict[str, Any], texts: list[str]) -> list[dict[str, Any]]:
-    if len(texts) == 1:
-        return [record]
-    return [
-        {**record, "text": t, "part": {"index": i, "of": len(texts)}} for i, t in enumerate(texts)
-    ]
-
-
 def split_text(role: str, text: str, budget: int, tokens: Tokens) -> list[str]:
     """Consecutive pieces of `text`, each fitting the budget when rendered as a `role` record;
     cut at line ends, inside a line only when one line alone does not fit."""
@@ -281,25 +268,11 @@ def _down_from(guess: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def pack_records(
-    records: Sequence[dict[str, Any]],
-    budget: int,
-    tokens: Tokens,
-    alone: Sequence[int] | None = None,
-) -> list[tuple[list[dict[str, Any]], int]]:
-    """Greedy packing of records (each fitting alone) into (records, rendered tokens) chunks.
-
-    `alone` are the records' rendered token counts when already known."""
-    return [(list(records[a:b]), t) for a, b, t in _plan(records, budget, alone, tokens)]
-
-
 def _plan(
-    records: Sequence[dict[str, Any]], budget: int, alone: Sequence[int] | None, tokens: Tokens
+    records: Sequence[dict[str, Any]], budget: int, alone: Sequence[int], tokens: Tokens
 ) -> Bounds:
-    """pack_records as (first, end, tokens) index ranges; a record is rendered only to be
-    counted, never kept."""
-    if alone is None:
-        alone = count_many([render_record(r["role"], r["text"]) for r in records], tokens)
+    """Greedy packing of records (each fitting alone, `alone` their rendered token counts)
+    into chunks, as (first, end, rendered tokens) index ranges."""
     bounds: Bounds = []
     first = acc = joined = 0  # acc: sum of _joined over the chunk; joined: its last record's
     for i, rec in enumerate(records):
@@ -328,14 +301,8 @@ def _joined(record: dict[str, Any], alone: int, tokens: Tokens) -> int:
     return alone + tokens.count(tail + SEPARATOR) - tokens.count(tail)
 
 
-def _pack_exact(
-    records: Sequence[dict[str, Any]], budget: int, tokens: Tokens
-) -> list[tuple[list[dict[str, Any]], int]]:
-    """Greedy packing counting every candidate chunk in full: the slow, assumption-free path."""
-    return [(list(records[a:b]), t) for a, b, t in _plan_exact(records, budget, tokens)]
-
-
 def _plan_exact(records: Sequence[dict[str, Any]], budget: int, tokens: Tokens) -> Bounds:
+    """Greedy packing counting every candidate chunk in full: the slow, assumption-free path."""
     bounds: Bounds = []
     first = n = 0
     for i in range(len(records)):
@@ -347,8 +314,3 @@ def _plan_exact(records: Sequence[dict[str, Any]], budget: int, tokens: Tokens) 
     if len(records) > first:
         bounds.append((first, len(records), n))
     return bounds
-
-
-def count_many(texts: Sequence[str], tokens: Tokens) -> list[int]:
-    # tiktoken's batch API runs threads, but the encoder holds the GIL: measured no faster
-    return [tokens.count(t) for t in texts]

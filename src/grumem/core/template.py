@@ -1,9 +1,8 @@
-"""The GRU-Mem prompt (card 003): the paper's Figure 10a template, filled in one pass.
+"""The GRU-Mem prompt: the paper's Figure 10a template, filled in one pass.
 
-`templates/gru-mem.txt` is the card's block byte for byte (grumem.io.template_files
-reads it). One deviation from the card's fenced block: the file has no trailing
-newline, so the user message ends with `</section>` exactly (the newline in the
-card is the end of the code fence's last line, not part of the prompt).
+`templates/gru-mem.txt` holds it byte for byte (grumem.io.template_files reads
+it), with no trailing newline, so the user message ends with `</section>`
+exactly (tests/core/test_template.py holds the rendered prompt to golden files).
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ _SLOT_RE = re.compile(r"\{(prompt|memory|chunk)\}")
 
 @dataclass(frozen=True)
 class Budget:
-    """Token limits (cl100k) against the context window; card 003's table."""
+    """Token limits (cl100k) of each part of the prompt and of the answer, against the
+    context window."""
 
     context: int = 32768
     question: int = 512

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grumem.core.judge_pairs import JUDGE_SLOTS
 from grumem.core.template import SLOTS, Budget, PromptBuilder, check_slots
 from grumem.core.tokens import Tokens
 from grumem.errors import TemplateError
@@ -12,6 +13,7 @@ from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.tokenizer import cl100k_tokens
 
 GRU_MEM_TEMPLATE = TEMPLATES_DIR / "gru-mem.txt"
+JUDGE_TEMPLATE = TEMPLATES_DIR / "judge.txt"
 
 
 def load_template(
@@ -27,6 +29,14 @@ def load_template(
     except UnicodeDecodeError as e:
         raise TemplateError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     return check_slots(text, str(path), slots)
+
+
+def load_judge_template(path: str | os.PathLike[str] = JUDGE_TEMPLATE) -> str:
+    """Read a judge template: `{prompt}` and `{chunk}` exactly once each, no `{memory}`."""
+    text = load_template(path, JUDGE_SLOTS)
+    if "{memory}" in text:
+        raise TemplateError(f"{path}: a judge template has no {{memory}} slot")
+    return text
 
 
 def load_prompt_builder(

@@ -96,7 +96,7 @@ def checked_document(value: Any, kind: type[R], path: str | os.PathLike[str]) ->
 
 
 def write_records(path: str | os.PathLike[str], records: Iterable[Record], kind: Any) -> int:
-    """Write records of `kind` atomically, one JSON line each as grumem.io.jsonl.dumps
+    """Write records of `kind` atomically, one JSON line each as grumem.core.json_text.dumps
     writes it, each checked against its class (so its schema) first; return how many."""
     n = 0
     with atomic_writer(path, "wb") as f:
@@ -109,7 +109,7 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Record], kind:
 def encode_checked(
     record: Record, kind: Any, path: str | os.PathLike[str], line: int | None
 ) -> bytes:
-    """The record's JSON line (no newline) as grumem.io.jsonl.dumps writes it, checked
+    """The record's JSON line (no newline) as grumem.core.json_text.dumps writes it, checked
     against its class `kind` (so its schema) in one C pass: a record built wrong (a
     constructor checks no type) is a RecordError naming `path`, `line` and the field,
     before it is written."""

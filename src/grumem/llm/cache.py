@@ -37,6 +37,7 @@ import fastjsonschema
 from grumem.core.json_text import dumps, sha256_bytes, stdlib_loads
 from grumem.core.recording import raw_body
 from grumem.errors import CacheError, CorruptEntry
+from grumem.io.fsync import fsync_dir
 from grumem.io.jsonl import atomic_writer, compile_fast, schema
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class ResponseCache:
         # another job may have replaced it with a good entry meanwhile: leave that one
         if path.read_bytes() == raw:
             os.rename(path, target)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         return target
 
     def put(self, sha: str, attempts: list[dict[str, Any]]) -> Path:
@@ -100,7 +101,7 @@ class ResponseCache:
         with atomic_writer(path) as f:
             f.write(dumps({"request_sha256": sha, "attempts": attempts}))
             f.write("\n")
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return path
 
     def __contains__(self, sha: str) -> bool:
@@ -192,12 +193,3 @@ def _attempt_validator() -> jsonschema.protocols.Validator:
 
     attempt_schema = _attempt_schema()
     return jsonschema.validators.validator_for(attempt_schema)(attempt_schema)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # the rename is durable only once the directory entry is on disk
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

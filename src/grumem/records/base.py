@@ -99,7 +99,7 @@ class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return typing.cast(dict[str, Any], msgspec.to_builtins(self))
 
     def encode(self) -> bytes:
-        """The record's JSON line (no newline) as grumem.io.jsonl.dumps writes it, byte
+        """The record's JSON line (no newline) as grumem.core.json_text.dumps writes it, byte
         for byte: msgspec's encoder where it writes the same, the stdlib's where a float
         would be written otherwise (below 1e-4 or from 1e16 on, not finite)."""
         if _floats_agree(self):

@@ -10,7 +10,14 @@ import msgspec
 
 from grumem.records.base import ABSENT, Absent, Count, JsonObject, NonEmpty, Record
 
-__all__ = ["ChunkLine", "ChunkManifest", "ManifestTranscript", "Part", "TranscriptRecord"]
+__all__ = [
+    "ChunkLine",
+    "ChunkManifest",
+    "ManifestTranscript",
+    "Part",
+    "Redaction",
+    "TranscriptRecord",
+]
 
 
 class Part(Record, frozen=True, forbid_unknown_fields=False):
@@ -39,15 +46,30 @@ class ChunkLine(Record, frozen=True, forbid_unknown_fields=False):
     records: Annotated[list[TranscriptRecord], msgspec.Meta(min_length=1)]
 
 
+Kind = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]*\Z")]
+
+
 class ManifestTranscript(Record, frozen=True):
-    """One transcript of the shard: the directory of its chunk files, and those files."""
+    """One transcript of the shard: the directory of its chunk files, those files, and
+    the secrets redacted from its records, counted by kind."""
 
     transcript: NonEmpty
     directory: NonEmpty
     chunks: list[NonEmpty]
+    redacted: dict[Kind, Annotated[int, msgspec.Meta(ge=1)]]
+
+
+class Redaction(Record, frozen=True):
+    """The detector that redacted the records: its package, version and grumem's patterns."""
+
+    detector: NonEmpty
+    version: NonEmpty
+    patterns: Annotated[int, msgspec.Meta(ge=1)]
 
 
 class ChunkManifest(Record, frozen=True):
-    """results/<project>/chunked/<shard>.json: what a `chunk` job wrote."""
+    """results/<project>/chunked/<shard>.json: what a `chunk` job wrote, and how its
+    records were redacted (None: they were not)."""
 
     transcripts: list[ManifestTranscript]
+    redaction: Redaction | None

@@ -1,14 +1,19 @@
 """A row of corpus/sessions.parquet (workflow/schemas/rollout-row.schema.yaml): one
 (project, query, session), what an online rollout of the GRU-Mem loop needs. The
 export builds it (grumem.core.rollout_row), verl's dataset hands its columns to
-the `grumem` agent loop (grumem.verl.session_row reads them back). The classes
-mirror the schema field for field, in its property order (the order the export
-writes the columns); tests/records/test_rollout_row_record.py holds them against
-the schema."""
+the `grumem` agent loop (grumem.verl.rollout reads them back as this record). The
+classes mirror the schema field for field, in its property order (the order the
+export writes the columns); tests/records/test_rollout_row_record.py holds them
+against the schema.
+
+What the loop reads of a row is read off the record itself (`chunks`, `where`):
+one class from the export to the agent loop. The checks that need more than the
+record's shape (each chunk's sha256, the labels against t_last_evidence) are
+grumem.core.rollout_row.checked_row's."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self, TypeAlias
+from typing import Annotated, Any, Literal, NamedTuple, Self, TypeAlias
 
 import msgspec
 
@@ -18,15 +23,20 @@ from grumem.records.return_weights import ReturnWeights
 
 __all__ = [
     "AGENT_NAME",
+    "EVIDENCE",
+    "LABELS",
     "ChunkText",
     "RowBudget",
     "RowMessage",
     "RowRewardModel",
     "RolloutInfo",
     "RolloutRow",
+    "RowChunk",
 ]
 
 AGENT_NAME = "grumem"  # the agent loop's registered name (grumem.verl.agent_loop)
+LABELS = {True: "yes", False: "no"}  # a label as ground_truth and turns.parquet write it
+EVIDENCE = {"yes": True, "no": False}
 
 _UNIT = msgspec.Meta(ge=0, le=1)
 Fraction: TypeAlias = Annotated[int, _UNIT] | Annotated[float, _UNIT]  # a number in [0, 1]
@@ -82,6 +92,15 @@ class RolloutInfo(Record, frozen=True):
     return_weights: ReturnWeights
 
 
+class RowChunk(NamedTuple):
+    """Chunk t of a row with its evidence label: what turn t of a rollout reads."""
+
+    t: int
+    text: str
+    chunk_sha: str
+    evidence: bool
+
+
 class RolloutRow(Record, frozen=True):
     """One row of sessions.parquet."""
 
@@ -101,3 +120,19 @@ class RolloutRow(Record, frozen=True):
         except RecordShapeError as e:
             at = f"field '{e.field}': " if e.field else ""
             raise RolloutRowError(f"{where}: {at}{e.why}") from None
+
+    @property
+    def where(self) -> str:
+        """The row, as an error message names it."""
+        info = self.extra_info
+        return f"sessions row {info.index} ({info.project}/{info.query_id}/{info.session})"
+
+    @property
+    def chunks(self) -> tuple[RowChunk, ...]:
+        """The session's chunks in order, t from 1, each with its label (ground_truth
+        holds one a chunk: grumem.core.rollout_row.checked_row checks that)."""
+        labels = self.reward_model.ground_truth
+        return tuple(
+            RowChunk(t, c.text, c.chunk_sha, EVIDENCE[label])
+            for t, (c, label) in enumerate(zip(self.extra_info.chunks, labels, strict=False), 1)
+        )

@@ -5,13 +5,19 @@ Two layouts: `--out DIR` puts every session of every file in DIR; `--units-under
 ROOT` gives each transcript its own directory ROOT/<unit name> (grumem.core.units), the
 layout of the workflow, whose `chunk` job turns a whole shard of transcripts into
 their directories (jobs grow with shards, not with sessions) and lists what it
-wrote in `--manifest`."""
+wrote in `--manifest`.
+
+Secrets are redacted from every record before it is chunked (`--redact`, the
+default; grumem.transcripts.redact): nothing a chunk file holds, and so no
+request, cache entry, log or corpus, carries one. Each session's line on stderr
+counts them by kind, and the manifest names the detector and the counts."""
 
 from __future__ import annotations
 
 import argparse
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 from grumem.core.packing import plan_session
@@ -23,6 +29,7 @@ from grumem.io.tokenizer import cl100k_tokens
 from grumem.io.typed import checked_document
 from grumem.records.chunk import ChunkManifest
 from grumem.transcripts import read_transcript
+from grumem.transcripts.redact import Redactor, detector_identity, detector_label
 
 
 def out_dirs(args: argparse.Namespace) -> list[Path]:
@@ -52,11 +59,28 @@ def main(args: argparse.Namespace) -> int:
     written: dict[tuple[Path, str], str] = {}  # (directory, session id) -> its transcript
     manifest: list[dict[str, object]] = []
     tokens = cl100k_tokens()
+    if args.redact and args.detector not in (None, detector_label()):
+        raise GrumemError(
+            f"--detector {args.detector}: the installed secret detector is {detector_label()};"
+            " the workflow was planned with another install of grumem: run it with this one"
+            " (or reinstall the same version), so that chunks are redacted as planned"
+        )
+    redactor = Redactor() if args.redact else None
     for file, out in zip(args.files, dirs, strict=True):
-        chunk_files = chunk_file(file, out, args, options, written, tokens)
-        manifest.append({"transcript": file, "directory": str(out), "chunks": chunk_files})
+        chunk_files, redacted = chunk_file(file, out, args, options, written, tokens, redactor)
+        manifest.append(
+            {
+                "transcript": file,
+                "directory": str(out),
+                "chunks": chunk_files,
+                "redacted": dict(sorted(redacted.items())),
+            }
+        )
     if args.manifest is not None:
-        document = {"transcripts": manifest}
+        document = {
+            "transcripts": manifest,
+            "redaction": detector_identity() if args.redact else None,
+        }
         checked_document(document, ChunkManifest, args.manifest)
         write_json(args.manifest, document)
     return 0
@@ -69,8 +93,10 @@ def chunk_file(
     options: dict[str, str | None],
     written: dict[tuple[Path, str], str],
     tokens: Tokens,
-) -> list[str]:
-    """One transcript's sessions -> their chunk files in `out`; the files written.
+    redactor: Redactor | None,
+) -> tuple[list[str], Counter[str]]:
+    """One transcript's sessions -> their chunk files in `out`; the files written and
+    the secrets redacted, by kind.
 
     A function of its own so that a file's sessions are gone before the next file is
     read: a shard's job holds one transcript at a time, not two."""
@@ -78,6 +104,7 @@ def chunk_file(
     fmt, sessions = read_transcript(file, args.format, args.drop_thinking, options)
     print(f"{file}: {fmt}, {len(sessions)} session(s)", file=sys.stderr)
     chunk_files: list[str] = []
+    file_redacted: Counter[str] = Counter()
     for s in sessions:
         if (out, s.id) in written:
             raise GrumemError(
@@ -92,9 +119,13 @@ def chunk_file(
                 file=sys.stderr,
             )
             continue
+        records, redacted = (
+            (s.records, Counter()) if redactor is None else redactor.records(s.records)
+        )
+        file_redacted += redacted
         # chunks are made as they are written: a long record's parts are never all
         # held beside it
-        result = plan_session(s.id, s.records, args.budget, tokens)
+        result = plan_session(s.id, records, args.budget, tokens)
         write_jsonl(out / f"{s.id}.jsonl", result.chunks(), "chunk")
         chunk_files.append(str(out / f"{s.id}.jsonl"))
         print(
@@ -102,7 +133,12 @@ def chunk_file(
             f"tokens {result.tokens} (max {max(result.chunk_tokens)}), "
             f"parts split {result.split_records}"
             + (f" (into {result.parts} parts)" if result.split_records else "")
-            + f", skipped: {skipped}",
+            + f", skipped: {skipped}"
+            + ("" if redactor is None else f", redacted: {counted(redacted)}"),
             file=sys.stderr,
         )
-    return chunk_files
+    return chunk_files, file_redacted
+
+
+def counted(kinds: Counter[str]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"

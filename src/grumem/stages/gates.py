@@ -55,7 +55,13 @@ def regate(
             # every ask of a turn starts from the same memory; the last ask decides
             memory = memory_after(turn_memory, gate)
             yield GateRecord.convert(
-                {"trajectory_id": tid, "t": rec.t, "ask": rec.ask, **gate, "memory_after": memory}
+                {
+                    "trajectory_id": tid,
+                    "t": rec.t,
+                    "ask": rec.ask,
+                    **gate.to_dict(),
+                    "memory_after": memory,
+                }
             )
 
 

@@ -50,7 +50,8 @@ from aiohttp import web
 
 from grumem.core.calibration import SKIP
 from grumem.core.json_text import dumps_bytes, json_line
-from grumem.errors import GrumemError, RecordError, SampleChanged
+from grumem.errors import GrumemError, PageRequestRefused, RecordError, SampleChanged
+from grumem.io.fsync import fsync_dir
 from grumem.io.jsonl import atomic_writer, checked, read_jsonl
 from grumem.report.viewer import csp_hash
 
@@ -112,7 +113,7 @@ class Sample:
         with atomic_writer(self.path, "wb") as f:
             f.writelines(lines)
         os.chmod(self.path, mode & 0o7777)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self.answers[i] = evidence
 
     def first_unanswered(self, after: int = -1) -> int | None:
@@ -125,30 +126,12 @@ class Sample:
         return None
 
 
-def _fsync_dir(directory: Path) -> None:
-    """The rename itself on disk: without it a power cut can bring the old file back."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def answer_name(evidence: bool | str | None) -> str | None:
     if evidence is None:
         return None
     if evidence is True:
         return "yes"
     return "no" if evidence is False else "skip"
-
-
-class Refused(Exception):
-    """A request answered with an error status; nothing was changed."""
-
-    def __init__(self, status: int, text: str):
-        super().__init__(text)
-        self.status = status
-        self.text = text
 
 
 @dataclass
@@ -205,7 +188,7 @@ class Server:
         else:
             try:
                 response = await handler(request)
-            except Refused as e:
+            except PageRequestRefused as e:
                 response = web.Response(status=e.status, text=f"{e.status}: {e.text}\n")
         response.headers.update(
             {
@@ -235,7 +218,7 @@ class Server:
             or not isinstance(value, int)
             or not 0 <= value < len(self.sample)
         ):
-            raise Refused(
+            raise PageRequestRefused(
                 400, f"no pair {value!r} in the sample (pairs 0 to {len(self.sample) - 1})"
             )
         return value
@@ -245,9 +228,9 @@ class Server:
         try:
             rec = self.sample.record(i)
         except SampleChanged as e:
-            raise Refused(409, str(e)) from None
+            raise PageRequestRefused(409, str(e)) from None
         if SamplePair(rec["query_id"], rec["chunk_sha"]) != self.sample.pairs[i]:
-            raise Refused(409, "the sample file was edited: restart calibrate-serve")
+            raise PageRequestRefused(409, "the sample file was edited: restart calibrate-serve")
         return web.json_response(
             {
                 "i": i,
@@ -264,17 +247,17 @@ class Server:
         try:
             body = await request.json()
         except ValueError:
-            raise Refused(400, "the body is not JSON") from None
+            raise PageRequestRefused(400, "the body is not JSON") from None
         if not isinstance(body, dict) or set(body) != {"pair", "value"}:
-            raise Refused(400, 'send {"pair": <number>, "value": "yes" | "no" | "skip"}')
+            raise PageRequestRefused(400, 'send {"pair": <number>, "value": "yes" | "no" | "skip"}')
         i = self._index(body["pair"])
         value = body["value"]
         if not isinstance(value, str) or value not in ANSWERS:
-            raise Refused(400, f"{value!r} is no answer: yes, no or skip")
+            raise PageRequestRefused(400, f"{value!r} is no answer: yes, no or skip")
         try:
             self.sample.answer(i, ANSWERS[value])
         except SampleChanged as e:
-            raise Refused(409, str(e)) from None
+            raise PageRequestRefused(409, str(e)) from None
         return web.json_response(self.state())
 
     def app(self) -> web.Application:

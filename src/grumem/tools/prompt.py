@@ -1,5 +1,5 @@
 """`grumem prompt`: print the exact user message of one turn, for eyeballing what the
-model sees (card 003 step 6)."""
+model sees."""
 
 from __future__ import annotations
 

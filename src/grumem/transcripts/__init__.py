@@ -12,10 +12,20 @@ documents of one tool that name themselves (Continue, Cline 4, Amp) before
 SWE-agent's (any object with a `history`) and Anthropic's and OpenAI's
 messages (any object with `messages`), mini-swe-agent before the OpenAI
 messages it is a special case of, and Anthropic messages before OpenAI's
-where the two shapes overlap. Then it
+where the two shapes overlap; then the SQLite stores (one header check
+refuses any other file) and Goose's JSONL, each told apart by its tables or
+first line. Then it
 tries the formats other packages register under the entry point group
 `grumem.transcript_formats` (PLUGIN_GROUP): an entry point names a module
 (or any object) with the same NAME, detect and read.
+
+Discovery (`grumem discover`, grumem.tools.discover): a format whose tool keeps
+its logs in a fixed place lists it in `LOCATIONS`, globs with the placeholders
+of grumem.core.locations (`~`, `{XDG_DATA_HOME}`, `{XDG_CONFIG_HOME}`,
+`{APP_SUPPORT}`, `{VSCODE_USER}`, `${VAR}`). Each matched file counts as one
+session, unless the module has `count_sessions(path) -> int | None`: the sessions
+a store holds (a SQLite database's rows, counted read-only and cheaply, opened
+`file:...?mode=ro&immutable=1`), or None when only its reader could tell.
 """
 
 from __future__ import annotations
@@ -41,13 +51,18 @@ from grumem.transcripts.formats import (
     continue_dev,
     copilot_chat,
     copilot_cli,
+    cursor,
     gemini_cli,
+    goose,
     grumem_records,
+    kilo,
     mini_swe_agent,
     openai_chat,
+    opencode,
     openhands,
     swe_agent,
     trajectory_dataset,
+    zed,
 )
 
 __all__ = [
@@ -81,6 +96,11 @@ FORMATS: dict[str, Any] = {
         codex_cli,
         aider,
         gemini_cli,
+        goose,
+        cursor,
+        opencode,
+        kilo,
+        zed,
         trajectory_dataset,
     )
 }

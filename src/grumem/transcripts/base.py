@@ -204,6 +204,15 @@ def load_json_document(path: str | os.PathLike[str]) -> Any:
     return doc
 
 
+def load_json_object(path: str, holding: str) -> dict[str, Any]:
+    """A whole-file JSON document that must be an object; `holding` says with what keys,
+    for the error."""
+    doc = load_json_document(path)
+    if not isinstance(doc, dict):
+        raise RecordError(path, None, None, f"expected a JSON object with {holding}")
+    return doc
+
+
 _HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 _LONE_ESCAPE = re.compile(rf"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}")
 

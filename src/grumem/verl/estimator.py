@@ -20,7 +20,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 ESTIMATOR = "grumem"
 
 
-@register_adv_est(ESTIMATOR)
+@register_adv_est(ESTIMATOR)  # type: ignore[untyped-decorator]  # verl's: Any to mypy
 def grumem_turn_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

@@ -1,12 +1,12 @@
 """The group step: after the rollout.n rollouts of one sessions row, every turn's
 rewards and the paper's advantages (Eq. 12-13), by the export's own functions.
 
-- grumem.rewards.score_trajectory gives each rollout r_update per turn (against
-  its chunk's label), r_exit from its own exit gates (t_last_evidence over all
-  the session's chunks: an L2 rollout that stopped never saw the later ones)
-  and r_format (every turn parsed; a rollout asks once a turn).
-- grumem.advantages.group_advantages normalises within the group with the row's
-  α and return weights, exactly as the export does.
+- grumem.core.rewards.score_trajectory gives each rollout r_update per turn
+  (against its chunk's label), r_exit from its own exit gates (t_last_evidence
+  over all the session's chunks: an L2 rollout that stopped never saw the later
+  ones) and r_format (every turn parsed; a rollout asks once a turn).
+- grumem.core.advantages.group_advantages normalises within the group with the
+  row's α and return weights, exactly as the export does.
 - Training needs a number where the export keeps null: a term without variance
   (every return, or every r_update at that t, equal; or a single value) is
   (v − mean)/(std + ε) = 0 by the formula, so it enters Â as 0 and is counted.
@@ -32,7 +32,8 @@ from grumem.core.advantages import (
     trajectory_return,
 )
 from grumem.core.rewards import TrajectoryRewards, TurnGates, score_trajectory
-from grumem.verl.session_row import SessionRow
+from grumem.records.rollout_row import RolloutRow, RowChunk
+from grumem.verl.rollout import RolloutTurn
 
 ON_TIME, EARLY, LATE = "on_time", "early", "late"
 
@@ -78,42 +79,43 @@ class GroupValues:
         return bool(self.nulls.trajectories)
 
 
-def group_step(row: SessionRow, rollouts: Sequence[Sequence[Mapping[str, Any]]]) -> GroupValues:
-    """Rewards and advantages of the rollouts of one row, in rollout order; each turn
-    is given as grumem.verl.rollout.Turn.fields() (t, parsed, the gates), its label
-    is the row's."""
+def group_step(row: RolloutRow, rollouts: Sequence[Sequence[RolloutTurn]]) -> GroupValues:
+    """Rewards and advantages of the rollouts of one row, in rollout order; each turn's
+    label is the row's."""
     if not rollouts or any(not turns for turns in rollouts):
         raise ValueError(f"{row.where}: a group needs rollouts with at least one turn each")
-    evidence = [(c.t, c.evidence) for c in row.chunks]
-    rewards = [score_trajectory([_gates(row, f) for f in turns], evidence) for turns in rollouts]
+    chunks = row.chunks
+    evidence = [(c.t, c.evidence) for c in chunks]
+    rewards = [
+        score_trajectory([_gates(row.where, chunks, turn) for turn in turns], evidence)
+        for turns in rollouts
+    ]
     scored = [
         ScoredTrajectory(
-            row.index,
-            tuple((f["t"], r) for f, r in zip(turns, rw.r_update, strict=True)),
+            row.extra_info.index,
+            tuple((turn.t, r) for turn, r in zip(turns, rw.r_update, strict=True)),
             rw.r_exit,
             rw.r_format,
         )
         for turns, rw in zip(rollouts, rewards, strict=True)
     ]
+    alpha, weights = float(row.extra_info.alpha), row.extra_info.return_weights
     nulls = NullCounts()
-    table = group_advantages(scored, row.alpha, row.return_weights, nulls=nulls)
+    table = group_advantages(scored, alpha, weights, nulls=nulls)
     out = []
     for tr, rw, advantages in zip(scored, rewards, table, strict=True):
         turns = tuple(
-            _turn_values(row.alpha, a, r) for a, (_, r) in zip(advantages, tr.r_update, strict=True)
+            _turn_values(alpha, a, r) for a, (_, r) in zip(advantages, tr.r_update, strict=True)
         )
-        ret = trajectory_return(tr, row.return_weights)
-        out.append(RolloutValues(rw, ret, exit_timing(rw), turns))
+        out.append(RolloutValues(rw, trajectory_return(tr, weights), exit_timing(rw), turns))
     return GroupValues(tuple(out), nulls)
 
 
-def _gates(row: SessionRow, turn: Mapping[str, Any]) -> TurnGates:
-    chunk = row.chunks[turn["t"] - 1]
-    if turn["chunk_sha"] != chunk.chunk_sha:
-        raise ValueError(f"{row.where}: turn t={turn['t']} answered another chunk than the row's")
-    return TurnGates(
-        turn["t"], turn["parsed"], turn["update_gate"], turn["exit_gate"], chunk.evidence
-    )
+def _gates(where: str, chunks: Sequence[RowChunk], turn: RolloutTurn) -> TurnGates:
+    chunk = chunks[turn.t - 1]
+    if turn.chunk_sha != chunk.chunk_sha:
+        raise ValueError(f"{where}: turn t={turn.t} answered another chunk than the row's")
+    return TurnGates(turn.t, turn.parsed, turn.update_gate, turn.exit_gate, chunk.evidence)
 
 
 def _turn_values(alpha: float, a: TurnAdvantage, r_update: int) -> TurnValues:
@@ -182,13 +184,13 @@ def step_metrics(rows: Iterable[tuple[str, Mapping[str, Any]]], prefix: str) -> 
 
 
 def turn_fields(
-    turn: Mapping[str, Any], rollout: RolloutValues, values: TurnValues, group: GroupValues
+    turn: RolloutTurn, rollout: RolloutValues, values: TurnValues, group: GroupValues
 ) -> dict[str, Any]:
-    """A turn's extra_fields["grumem"] (`turn`: Turn.fields()) with its rewards and
-    advantages, and what step_metrics needs of its rollout and group."""
+    """A turn's extra_fields["grumem"]: the turn, its rewards and advantages, and what
+    step_metrics needs of its rollout and group, as plain values (what verl stores)."""
     last = rollout.turns[-1].t == values.t
     return {
-        **turn,
+        **turn.fields(),
         "r_update": values.r_update,
         "advantage": values.advantage,
         "advantage_traj": values.advantage_traj,

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from grumem.core.rollout_row import AGENT_NAME
 from grumem.errors import GrumemError
+from grumem.verl.turn_overrides import corpus_file
 
 SESSIONS = "sessions.parquet"  # the export's file name
 ROLLOUT_N = 4
@@ -42,8 +43,8 @@ def online_overrides(
             f"--rollout-n {rollout_n}: the advantages are normalised within the rollouts of a"
             " row, so a group needs at least 2"
         )
-    train = _sessions(corpus, "--corpus")
-    val = train if val_corpus is None else _sessions(val_corpus, "--val-corpus")
+    train = corpus_file(corpus, SESSIONS, "--corpus")
+    val = train if val_corpus is None else corpus_file(val_corpus, SESSIONS, "--val-corpus")
     budget = first_budget(train)
     prompt = (
         budget["context"] - budget["response"] if max_prompt_length is None else max_prompt_length
@@ -74,21 +75,10 @@ def first_budget(path: Path) -> dict[str, int]:
     """The budget of the file's first row (the export writes one budget for all)."""
     try:
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=1, columns=["extra_info"]))
-        return batch.to_pylist()[0]["extra_info"]["budget"]
+        budget: dict[str, int] = batch.to_pylist()[0]["extra_info"]["budget"]
+        return budget
     except (OSError, StopIteration, KeyError, TypeError, ValueError) as e:
         raise GrumemError(
             f"{path}: not a sessions.parquet with rows ({type(e).__name__}: {e});"
             " export the corpus with this grumem"
         ) from None
-
-
-def _sessions(corpus: str | Path, option: str) -> Path:
-    path = Path(corpus)
-    if path.is_dir():
-        path = path / SESSIONS
-    if not path.is_file():
-        raise GrumemError(
-            f"{option} {corpus}: no {SESSIONS} there; export a corpus first"
-            " (snakemake all, or grumem export … --out-dir DIR)"
-        )
-    return path.resolve()

@@ -10,10 +10,11 @@ sys.modules, which verl's file loader does not promise).
 A rollout is a new answer to a recorded prompt: turn t of a recorded
 trajectory, with the memory the recorded turns before it built. It is scored
 as that trajectory with turn t's answer replaced, through the functions the
-export uses (grumem.core.gate_parser, grumem.core.rewards), so the recorded answer gets
-back exactly the rewards the corpus holds for its turn:
+export uses (grumem.core.loop's reading of an answer, grumem.core.rewards), so the
+recorded answer gets back exactly the rewards the corpus holds for its turn:
 
-- the answer is parsed with the strict gate parser, never a lenient one;
+- the answer is read as the loop reads one (grumem.core.loop.interpret_content,
+  the strict gate parser), never a lenient one;
 - r_update: +1 if the new update gate equals the turn's evidence label
   (`ground_truth`, "yes" or "no"), −1 otherwise or when unparsed;
 - r_exit: from the recorded exit gates of the trajectory (`extra_info.exit_gates`)
@@ -39,16 +40,15 @@ from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any, Literal, overload
 
-from grumem.core.gate_parser import parse_gate_response
+from grumem.core.loop import interpret_content
 from grumem.core.rewards import EXIT_NO_EVIDENCE, exit_decision, r_exit, r_format, r_update
-from grumem.errors import ParseError
+from grumem.records.rollout_row import EVIDENCE
 
 W_UPDATE = 1.0
 W_EXIT = 1.0
 W_FORMAT = 1.0
 FORMAT_FAILURE = -2.0
 BEYOND_RECORD = "beyond_record"
-LABELS = {"yes": True, "no": False}
 # what compute_score needs of extra_info (the corpus's turns.parquet carries it)
 NEEDED = ("t", "level", "exit_gates", "aborted", "t_last_evidence", "other_asks_parsed")
 
@@ -72,14 +72,9 @@ def compute_score(
     arguments verl passes are ignored."""
     info = _extra_info(extra_info)
     label = _label(ground_truth)
-    error: str | None
-    try:
-        gate = parse_gate_response(solution_str)
-    except ParseError as e:
-        update_gate, exit_gate, error = None, None, e.tag
-    else:
-        update_gate, exit_gate, error = gate.update_gate, gate.exit_gate, None
-    parsed = error is None
+    gate = interpret_content(solution_str)
+    update_gate, exit_gate, parsed = gate.update_gate, gate.exit_gate, gate.parsed
+    error = None if gate.parse_error is None else gate.parse_error.tag
     r_ex, reason = _exit_reward(info, exit_gate)
     r_upd, r_fmt = r_update(update_gate, label), r_format([parsed, info["other_asks_parsed"]])
     result = {
@@ -203,7 +198,7 @@ def _optional_bool(name: str, value: Any, null: bool = True) -> bool | None:
 
 def _label(ground_truth: str) -> bool:
     try:
-        return LABELS[ground_truth]
+        return EVIDENCE[ground_truth]
     except (KeyError, TypeError):
         raise ValueError(
             f"ground_truth {ground_truth!r} is not an evidence label: expected 'yes' or 'no'"

@@ -1,113 +1,132 @@
-"""One turn of the GRU-Mem loop over a sessions row, without verl: the prompt, and
-what an answer does to the gates and the memory.
+"""What the `grumem` agent loop reads from verl and hands back to it, without verl: the
+rollout row as its record, the rules a rollout runs by, and each answered turn as
+the group step scores it.
 
-Every rule is the workflow's own: the user message is the prompts stage's
-split (grumem.template.PromptBuilder.split) filled by the responses stage's
-grumem.loop.user_message, so it is byte for byte what the workflow would send
-for that memory; the budget is PromptBuilder's check (an error naming the
-component, never a truncation); the answer is read by grumem.core.loop's
-interpret_content (the strict gate parser; an over-long candidate is the
-turn's format failure), the memory by memory_after and the stop by stops.
+The turn order itself is grumem.core.turn_loop's, the workflow's own: over a row,
+its prompts are the prompts stage's split of the template around the memory slot
+(grumem.core.rollout_row.row_turns), so each user message is byte for byte what
+the `responses` stage would send for that memory.
+
+verl and pandas hand a row's columns over with numpy arrays and scalars inside;
+`plain` reads them as the Python values they hold, once, where the row comes in;
+anything the schema does not allow is refused with the field named, never coerced.
+Going out, a turn becomes plain values once (grumem.verl.group_step.turn_fields),
+when the group step has scored it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from grumem.core.json_text import sha256_text
-from grumem.core.loop import PromptHalves, interpret_content, memory_after, stops, user_message
+from grumem.core.rollout_row import RowTurn, checked_row, row_budget, row_prompt_builder
 from grumem.core.template import PromptBuilder
 from grumem.core.tokens import Tokens
-from grumem.errors import BudgetError, GrumemError
-from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
-from grumem.io.tokenizer import cl100k_tokens
-from grumem.verl.session_row import SessionChunk, SessionRow
+from grumem.core.turn_loop import Answered, LoopRules
+from grumem.errors import RolloutRowError
+from grumem.io.template_files import load_template
+from grumem.records.rollout_row import AGENT_NAME, RolloutRow
+
+__all__ = ["RolloutTurn", "plain", "read_rollout_row", "rollout_builder", "rollout_rules"]
+__all__ += ["without_chunk_texts"]
 
 
-class TurnBudgetError(GrumemError, ValueError):
-    """A turn's prompt does not fit: names the component, the turn and the row."""
-
-    def __init__(self, message: str, component: str):
-        self.component = component
-        super().__init__(message)
-
-
-@dataclass(frozen=True)
-class TurnPrompt:
-    t: int
-    messages: list[dict[str, str]]
-    tokens: dict[str, int]  # the budget's counts (cl100k), as PromptBuilder counts them
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One answered turn: its gates as grumem.core.loop reads them, and the memory after."""
-
-    chunk: SessionChunk
-    memory_before: str | None
-    gate: dict  # grumem.loop.interpret_content's fields
-    memory_after: str | None
-    stops: bool
-    memory_tokens: int  # memory_tokens(memory_after)
-
-    def fields(self) -> dict:
-        """The turn as verl's extra_fields carry it (plain values only)."""
-        error = self.gate["parse_error"]
-        return {
-            "t": self.chunk.t,
-            "chunk_sha": self.chunk.chunk_sha,
-            "label": self.chunk.evidence,
-            "parsed": self.gate["parsed"],
-            "update_gate": self.gate["update_gate"],
-            "exit_gate": self.gate["exit_gate"],
-            "parse_error": None if error is None else error["tag"],
-            "memory_tokens": self.memory_tokens,
-        }
-
-
-def prompt_builder(
-    row: SessionRow, template: str | Path = GRU_MEM_TEMPLATE, tokens: Tokens | None = None
-) -> PromptBuilder:
-    """The row's PromptBuilder, counting with `tokens` (the loop's counter, else one of
-    its own); the template must be the one the row was exported with."""
-    text = load_template(template)
-    sha = sha256_text(text)
-    if sha != row.template_sha256:
-        raise GrumemError(
-            f"{row.where}: exported with template sha256 {row.template_sha256[:12]}…, but the"
-            f" agent loop's template {template} is {sha[:12]}…: give the loop the template the"
-            " prompts stage used (`template:` in rollout.agent.agent_loop_config_path)"
-        )
-    return PromptBuilder(text, row.system, row.budget, tokens=tokens or cl100k_tokens())
-
-
-def turn_prompt(
-    builder: PromptBuilder, row: SessionRow, chunk: SessionChunk, memory: str | None
-) -> TurnPrompt:
-    """The chat messages of turn t with M_{t-1} = `memory`, within the budget."""
-    prefix, suffix = builder.split(row.question, chunk.text)
-    user = user_message(PromptHalves(prefix, suffix), memory)
-    tokens = builder.count(row.question, chunk.text, memory)
+def read_rollout_row(columns: Mapping[str, Any]) -> RolloutRow:
+    """The row the agent loop was given (verl passes the dataset's columns as keyword
+    arguments, with its own beside them), checked: schema, chunk shas, labels."""
+    row = {k: plain(columns.get(k)) for k in ("data_source", "prompt", "ability")}
+    # verl consumes agent_name to pick the loop: a row that reached this loop named it
+    row["agent_name"] = plain(columns.get("agent_name", AGENT_NAME))
+    row["reward_model"] = plain(columns.get("reward_model"))
+    row["extra_info"] = plain(columns.get("extra_info"))
     try:
-        builder.check(tokens)
-    except BudgetError as e:
-        raise TurnBudgetError(f"{row.where}, turn t={chunk.t}: {e}", e.component) from None
-    messages = [] if row.system is None else [{"role": "system", "content": row.system}]
-    messages.append({"role": "user", "content": user})
-    return TurnPrompt(chunk.t, messages, tokens)
+        record = RolloutRow.convert(row, _where(row["extra_info"]))  # checked in C
+    except RolloutRowError as e:
+        raise RolloutRowError(
+            f"{e}: not a grumem sessions row; export sessions.parquet with this grumem"
+        ) from None
+    return checked_row(record)
 
 
-def answer_turn(
-    row: SessionRow, chunk: SessionChunk, memory: str | None, text: str, tokens: Tokens
-) -> Turn:
-    """What the answer `text` to turn t (memory before: `memory`) does; `tokens` counts
-    the candidate memory against the budget."""
-    gate = interpret_content(text, None, row.budget.memory, tokens)
-    after = memory_after(memory, gate)
-    return Turn(chunk, memory, gate, after, stops(row.level, gate), memory_tokens(after, tokens))
+def rollout_builder(
+    row: RolloutRow, template: str | os.PathLike[str], tokens: Tokens
+) -> PromptBuilder:
+    """The PromptBuilder of the row's turns from the template file (the one the row was
+    exported with), counting with `tokens`."""
+    return row_prompt_builder(row, load_template(template), tokens, str(template))
 
 
-def memory_tokens(memory: str | None, tokens: Tokens) -> int:
-    """The memory's size in the budget's tokens; 0 while none has been written."""
-    return 0 if memory is None else tokens.count_cached(memory)
+def rollout_rules(row: RolloutRow, tokens: Tokens) -> LoopRules:
+    """The rules a rollout of `row` runs by: the row's level and budget, one ask a turn.
+
+    No re-ask: each ask is a training row, and the paper's r_format scores a
+    trajectory 0 when any turn fails to parse, because a later turn may be caused by
+    an earlier malformed one. A re-ask would hide the failure the policy must learn
+    from, and the group step scores one answer a turn. verl samples with its own
+    seed: the loop's seed is not sent (samples 1)."""
+    return LoopRules(row.extra_info.level, 0, 1, row_budget(row), tokens)
+
+
+@dataclass(frozen=True)
+class RolloutTurn:
+    """One answered turn of a rollout: what the group step scores and verl's metrics
+    count. `parse_error` is the failing tag; `memory_tokens` the memory after the turn
+    in the budget's tokens (0 while none has been written)."""
+
+    t: int
+    chunk_sha: str
+    label: bool
+    parsed: bool
+    update_gate: bool | None
+    exit_gate: bool | None
+    parse_error: str | None
+    memory_tokens: int
+
+    @classmethod
+    def of(cls, answered: Answered[RowTurn], tokens: Tokens) -> RolloutTurn:
+        chunk, gate, memory = answered.ask.prompt.chunk, answered.gate, answered.memory_after
+        return cls(
+            t=chunk.t,
+            chunk_sha=chunk.chunk_sha,
+            label=chunk.evidence,
+            parsed=gate.parsed,
+            update_gate=gate.update_gate,
+            exit_gate=gate.exit_gate,
+            parse_error=None if gate.parse_error is None else gate.parse_error.tag,
+            memory_tokens=0 if memory is None else tokens.count_cached(memory),
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """The turn as verl's extra_fields carry it (plain values only)."""
+        return asdict(self)
+
+
+def without_chunk_texts(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's columns as each turn's training row keeps them: chunk shas, no texts."""
+    info = plain(columns["extra_info"])
+    info["chunks"] = [{"chunk_sha": c["chunk_sha"]} for c in info["chunks"]]
+    return {**columns, "extra_info": info}
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON-shaped Python: mappings, lists, str, int, float, bool, None.
+
+    numpy arrays and scalars (what verl's batches and pandas hold) become the
+    lists and numbers they are (`tolist`); anything else is returned as it is,
+    for the schema to refuse."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and not isinstance(value, str | bytes):
+        return plain(tolist())
+    return value
+
+
+def _where(info: Any) -> str:
+    if isinstance(info, Mapping) and isinstance(info.get("index"), int):
+        return f"sessions row {info['index']}"
+    return "sessions row"

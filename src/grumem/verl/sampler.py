@@ -21,8 +21,10 @@ import grumem.verl.estimator  # noqa: F401  registers algorithm.adv_estimator=gr
 from grumem.verl.group_step import step_metrics
 
 
-class GrumemReplayBuffer(ReplayBuffer):
-    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
+class GrumemReplayBuffer(ReplayBuffer):  # type: ignore[misc]  # verl's class: Any to mypy
+    def sample(
+        self, global_steps: int, partition_id: str, batch_size: int
+    ) -> tuple[Any, dict[str, Any]]:
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
         metrics.update(batch_metrics(batch))
         return batch, metrics

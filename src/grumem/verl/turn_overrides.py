@@ -40,8 +40,8 @@ def turn_overrides(
 ) -> list[str]:
     """The overrides, shell-quoted. `corpus` is an export's directory (or its
     turns.parquet); it must exist, or the trainer would fail much later."""
-    train = _turns(corpus, "--corpus")
-    val = train if val_corpus is None else _turns(val_corpus, "--val-corpus")
+    train = corpus_file(corpus, TURNS, "--corpus")
+    val = train if val_corpus is None else corpus_file(val_corpus, TURNS, "--val-corpus")
     out = [
         f"data.train_files={train}",
         f"data.val_files={val}",
@@ -59,13 +59,15 @@ def turn_overrides(
     return [shlex.quote(o) for o in out]
 
 
-def _turns(corpus: str | Path, option: str) -> Path:
+def corpus_file(corpus: str | Path, name: str, option: str) -> Path:
+    """The export's file `name`, given `corpus` (`option`'s value): its directory, or the
+    file itself; it must exist, or the trainer would fail much later."""
     path = Path(corpus)
     if path.is_dir():
-        path = path / TURNS
+        path = path / name
     if not path.is_file():
         raise GrumemError(
-            f"{option} {corpus}: no {TURNS} there; export a corpus first"
+            f"{option} {corpus}: no {name} there; export a corpus first"
             " (snakemake all, or grumem export … --out-dir DIR)"
         )
     return path.resolve()

@@ -31,9 +31,10 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorke
 
 import grumem.verl.estimator  # noqa: F401  registers algorithm.adv_estimator=grumem
 from grumem.errors import GroupFailed
+from grumem.records.rollout_row import RolloutRow
 from grumem.verl.agent_loop import TurnOutput
 from grumem.verl.group_step import group_step, turn_fields
-from grumem.verl.session_row import SessionRow, read_session_row, without_chunk_texts
+from grumem.verl.rollout import read_rollout_row, without_chunk_texts
 
 
 class _Group:
@@ -51,24 +52,23 @@ class _Group:
         self.ready.set()
 
 
-def score_group(row: SessionRow, rollouts: Mapping[int, list[TurnOutput]], validate: bool) -> None:
+def score_group(row: RolloutRow, rollouts: Mapping[int, list[TurnOutput]], validate: bool) -> None:
     """Run the group step over the rollouts (by session id) and set each turn's score:
-    Â_t in training, the rollout's return R_i in validation (no group to compare)."""
+    Â_t in training, the rollout's return R_i in validation (no group to compare).
+    Each turn becomes extra_fields["grumem"] here, as plain values: what verl stores."""
     order = sorted(rollouts)
-    values = group_step(row, [[o.extra_fields["grumem"] for o in rollouts[s]] for s in order])
+    values = group_step(row, [[o.turn for o in rollouts[s]] for s in order])
     for session, rollout in zip(order, values.rollouts, strict=True):
         reward_info = rollout.trajectory_fields()
         for output, turn in zip(rollouts[session], rollout.turns, strict=True):
-            output.extra_fields["grumem"] = turn_fields(
-                output.extra_fields["grumem"], rollout, turn, values
-            )
+            output.extra_fields["grumem"] = turn_fields(output.turn, rollout, turn, values)
             output.turn_score = rollout.ret if validate else turn.advantage
             # a reward_score keeps verl from scoring the rollout again with a reward function
             output.reward_score = output.turn_score
             output.extra_fields["reward_extra_info"] = reward_info
 
 
-class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
+class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[misc]
     """AgentLoopWorkerTQ with the group step of grumem rows (see the module)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -76,7 +76,11 @@ class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
         self.grumem_groups: dict[tuple[Any, bool], _Group] = {}
 
     async def _run_prompt(
-        self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False
+        self,
+        prompt: dict[str, Any],
+        sampling_params: dict[str, Any],
+        trajectory: dict[str, Any],
+        trace: bool = False,
     ) -> None:
         validate = bool(trajectory["validate"])
         rollout = self.config.actor_rollout_ref.rollout
@@ -89,7 +93,12 @@ class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
             self.grumem_groups.pop(key, None)
 
     async def _run_agent_loop(
-        self, sampling_params: dict, trajectory: dict, *, agent_name: str, **kwargs: Any
+        self,
+        sampling_params: dict[str, Any],
+        trajectory: dict[str, Any],
+        *,
+        agent_name: str,
+        **kwargs: Any,
     ) -> Any:
         try:
             return await super()._run_agent_loop(
@@ -109,7 +118,7 @@ class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
         group.rollouts[int(kwargs["session_id"])] = outputs
         if len(group.rollouts) == group.n and not group.ready.is_set():
             try:
-                score_group(read_session_row(kwargs), group.rollouts, bool(validate))
+                score_group(read_rollout_row(kwargs), group.rollouts, bool(validate))
             except BaseException as e:
                 group.fail(e)
                 raise
@@ -125,7 +134,7 @@ class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
         )
 
 
-class GrumemAgentLoopManager(AgentLoopManagerTQ):
+class GrumemAgentLoopManager(AgentLoopManagerTQ):  # type: ignore[misc]  # verl's: Any
     """AgentLoopManagerTQ whose workers are GrumemAgentLoopWorker."""
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -6,8 +6,11 @@ Read from the Anthropic Messages API's `MessageParam` (the
 Cline 3.x (`src/core/storage/disk.ts`, `saveApiConversationHistory`) and
 Roo Code 3.x (`ApiMessage = MessageParam & {ts?, isSummary?}`) write it:
 one JSON array of `{role, content}` per task, in
-`<globalStorage>/saoudrizwan.claude-dev/tasks/<task id>/` (Cline) or
-`<globalStorage>/rooveterinaryinc.roo-cline/tasks/<task id>/` (Roo Code).
+`<globalStorage>/saoudrizwan.claude-dev/tasks/<task id>/` (Cline),
+`<globalStorage>/rooveterinaryinc.roo-cline/tasks/<task id>/` (Roo Code) or
+`<globalStorage>/kilocode.kilo-code/tasks/<task id>/` (Kilo Code's extension, a
+fork of Roo Code), `<globalStorage>` being any VS Code family editor's; Cline's
+CLI keeps the same tasks in `~/.cline/data/tasks/<task id>/` (`$CLINE_DIR/data`).
 Extra keys on a message (`ts`, `isSummary`) are bookkeeping and ignored.
 
 Decisions:
@@ -36,7 +39,7 @@ Decisions:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,11 +61,22 @@ from grumem.transcripts.base import (
 )
 
 NAME = "anthropic"
+# Where `grumem discover` looks (grumem.core.locations): the tasks of Cline, Roo Code
+# and Kilo Code in the globalStorage of every VS Code family editor, and Cline CLI's
+LOCATIONS = (
+    "{VSCODE_USER}/globalStorage/saoudrizwan.claude-dev/tasks/*/api_conversation_history.json",
+    "{VSCODE_USER}/globalStorage/rooveterinaryinc.roo-cline/tasks/*/api_conversation_history.json",
+    "{VSCODE_USER}/globalStorage/kilocode.kilo-code/tasks/*/api_conversation_history.json",
+    "~/.cline/data/tasks/*/api_conversation_history.json",
+    "${CLINE_DIR}/data/tasks/*/api_conversation_history.json",
+)
 FILE_NAME = "api_conversation_history.json"
 ROLES = ("user", "assistant")
 BLOCKS = frozenset(
     {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
 )
+# the blocks whose text a record shows (a thinking block's rendered)
+TEXT_BLOCKS = ("text", "thinking")
 ONLY_ANTHROPIC = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 # media-like blocks, each one line: Anthropic's image and document, Cline 4's file and media
 MEDIA_BLOCKS = frozenset({"image", "document", "file", "media"})
@@ -187,13 +201,9 @@ def _assistant(
     for j, block in enumerate(blocks):
         bwhere = f"{where}[{j}]"
         kind = _block_type(block, bwhere, kinds)
-        if kind == "text":
-            text = require(block, "text", str, path, None, f"{bwhere}.")
-            if text:
-                parts.append(text)
-        elif kind == "thinking":
-            text = require(block, "thinking", str, path, None, f"{bwhere}.")
-            if (part := thinking_part(text, drop_thinking, session)) is not None:
+        if kind in TEXT_BLOCKS:
+            part = text_part(block, path, None, f"{bwhere}.", drop_thinking, session)
+            if part is not None:
                 parts.append(part)
         elif kind == "redacted_thinking":
             session.skipped["redacted_thinking"] += 1
@@ -223,41 +233,90 @@ def _user(
     session: Session,
     tool_names: dict[str, str],
 ) -> None:
-    path = kinds.path
+    def typed() -> Iterator[tuple[None, str, dict]]:
+        for j, block in enumerate(blocks):
+            _block_type(block, f"{where}[{j}]", kinds)
+            yield None, f"{where}[{j}].", block
+
+    user_records(typed(), kinds.path, src, tool_names, session, "a {kind} block in a user message")
+
+
+def user_records(
+    blocks: Iterable[tuple[int | None, str, dict]],
+    path: str,
+    source: dict[str, Any],
+    tool_names: Mapping[str, str],
+    session: Session,
+    unexpected: str,
+    media: Collection[str] = MEDIA_BLOCKS,
+) -> None:
+    """Append the records of a user message's `blocks`, each (its line, or None; where it
+    is, ending with a dot; the block): each `tool_result` a tool_result record, the text
+    and `media` blocks between them user records, consecutive ones joined by a blank
+    line. `source` is the message's; a block's own line replaces its `line` in a tool
+    result's. Any other block is an error, its reason `unexpected` with the block's kind.
+    Shared with the Claude Code reader, whose lines hold these same blocks."""
     pending: list[str] = []
 
     def flush() -> None:
         if pending:
-            session.records.append(record("user", "\n\n".join(pending), src))
+            # a copy each: a reader may add to one record's source (keep_session_info)
+            session.records.append(record("user", "\n\n".join(pending), {**source}))
             pending.clear()
 
-    for j, block in enumerate(blocks):
-        bwhere = f"{where}[{j}]"
-        kind = _block_type(block, bwhere, kinds)
+    for line, where, block in blocks:
+        kind = block["type"]
         if kind == "text":
-            text = require(block, "text", str, path, None, f"{bwhere}.")
-            if text:
+            if (text := text_part(block, path, line, where)) is not None:
                 pending.append(text)
-        elif kind in MEDIA_BLOCKS:
-            pending.append(media_placeholder(block, path, None, f"{bwhere}."))
+        elif kind in media:
+            pending.append(media_placeholder(block, path, line, where))
         elif kind == "tool_result":
             flush()
-            session.records.append(_tool_result(block, bwhere, path, src, tool_names))
+            own = source if line is None else {**source, "line": line}
+            session.records.append(tool_result_record(block, path, line, where, own, tool_names))
         else:
-            raise RecordError(path, None, f"{bwhere}.type", f"a {kind} block in a user message")
+            raise RecordError(path, line, f"{where}type", unexpected.format(kind=kind))
     flush()
 
 
-def _tool_result(
-    block: dict, where: str, path: str, src: dict[str, Any], tool_names: dict[str, str]
+def text_part(
+    block: dict,
+    path: str,
+    line: int | None,
+    where: str,
+    drop_thinking: bool = False,
+    session: Session | None = None,
+) -> str | None:
+    """The text of a `text` block, or the rendered text of a `thinking` one (with the
+    `session` whose skipped counts it updates); None for an empty text, or a thinking
+    block dropped or empty. `where` ends with a dot."""
+    kind = block["type"]
+    text = require(block, kind, str, path, line, where)
+    if kind == "thinking":
+        assert session is not None, "a thinking block needs the session that counts it"
+        return thinking_part(text, drop_thinking, session)
+    return text or None
+
+
+def tool_result_record(
+    block: dict,
+    path: str,
+    line: int | None,
+    where: str,
+    source: dict[str, Any],
+    tool_names: Mapping[str, str],
 ) -> dict:
-    call_id = require(block, "tool_use_id", str, path, None, f"{where}.")
-    source: dict[str, Any] = {**src, "tool_use_id": call_id}
+    """A tool_result block as its record: `source` with the block's tool_use_id, the tool's
+    name when its call was seen, and is_error when true. `where` ends with a dot."""
+    call_id = require(block, "tool_use_id", str, path, line, where)
+    text = tool_result_text(block, path, line, where)
+    own: dict[str, Any] = {**source, "tool_use_id": call_id}
     if call_id in tool_names:
-        source["tool"] = tool_names[call_id]
+        own["tool"] = tool_names[call_id]
     if block.get("is_error") is True:
-        source["is_error"] = True
-    return record("tool_result", tool_result_text(block, path, None, f"{where}."), source)
+        own["is_error"] = True
+    return record("tool_result", text, own)
 
 
 def tool_result_text(block: dict, path: str, line: int | None, where: str) -> str:

@@ -46,16 +46,24 @@ from grumem.transcripts.base import (
     iter_json_objects,
     record,
     require,
-    thinking_part,
     tool_call_text,
 )
-from grumem.transcripts.formats.anthropic import media_placeholder, tool_result_text
+from grumem.transcripts.formats.anthropic import (
+    TEXT_BLOCKS,
+    media_placeholder,
+    text_part,
+    user_records,
+)
 
 NAME = "claude-code"
+# Where `grumem discover` looks (grumem.core.locations): one file per session under
+# a directory per project; CLAUDE_CONFIG_DIR moves ~/.claude
+LOCATIONS = ("~/.claude/projects/*/*.jsonl", "${CLAUDE_CONFIG_DIR}/projects/*/*.jsonl")
 MESSAGE_TYPES = ("user", "assistant")
 KNOWN_TYPES = frozenset(
     {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation"}
 )
+CC_MEDIA = ("image", "document")  # the media blocks Claude Code writes
 MAIN = ""  # chain key of the main chain; a sidechain's key is its root uuid
 
 
@@ -197,13 +205,8 @@ def _assistant_records(
     for line, i, block in msg.blocks:
         where = f"message.content[{i}]."
         kind = block["type"]
-        if kind == "text":
-            text = require(block, "text", str, path, line, where)
-            if text:
-                parts.append(text)
-        elif kind == "thinking":
-            text = require(block, "thinking", str, path, line, where)
-            if (part := thinking_part(text, drop_thinking, session)) is not None:
+        if kind in TEXT_BLOCKS:
+            if (part := text_part(block, path, line, where, drop_thinking, session)) is not None:
                 parts.append(part)
         elif kind == "redacted_thinking":
             data = require(block, "data", str, path, line, where)
@@ -216,7 +219,7 @@ def _assistant_records(
             parts.append(tool_call_text(name, block.get("input", {})))
             if isinstance(block.get("id"), str):
                 tool_use_ids.append(block["id"])
-        elif kind in ("image", "document"):
+        elif kind in CC_MEDIA:
             parts.append(media_placeholder(block, path, line, where))
         else:
             raise RecordError(path, line, f"{where}type", f"unknown content block {kind!r}")
@@ -230,38 +233,7 @@ def _assistant_records(
 
 
 def _user_records(msg: _Message, chain: _Chain, path: str, session: Session) -> None:
-    pending: list[str] = []
-
-    def flush() -> None:
-        if pending:
-            session.records.append(
-                record("user", "\n\n".join(pending), {"file": path, "line": msg.line})
-            )
-            pending.clear()
-
-    for line, i, block in msg.blocks:
-        where = f"message.content[{i}]."
-        kind = block["type"]
-        if kind == "text":
-            text = require(block, "text", str, path, line, where)
-            if text:
-                pending.append(text)
-        elif kind in ("image", "document"):
-            pending.append(media_placeholder(block, path, line, where))
-        elif kind == "tool_result":
-            flush()
-            session.records.append(_tool_result(block, chain, path, line, where))
-        else:
-            raise RecordError(path, line, f"{where}type", f"unknown content block {kind!r}")
-    flush()
-
-
-def _tool_result(block: dict, chain: _Chain, path: str, line: int, where: str) -> dict:
-    tool_use_id = require(block, "tool_use_id", str, path, line, where)
-    text = tool_result_text(block, path, line, where)
-    source: dict[str, Any] = {"file": path, "line": line, "tool_use_id": tool_use_id}
-    if tool_use_id in chain.tool_names:
-        source["tool"] = chain.tool_names[tool_use_id]
-    if block.get("is_error") is True:
-        source["is_error"] = True
-    return record("tool_result", text, source)
+    blocks = ((line, f"message.content[{i}].", block) for line, i, block in msg.blocks)
+    source = {"file": path, "line": msg.line}
+    unexpected = "unknown content block {kind!r}"
+    user_records(blocks, path, source, chain.tool_names, session, unexpected, CC_MEDIA)

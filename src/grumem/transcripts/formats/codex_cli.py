@@ -65,6 +65,14 @@ from grumem.transcripts.base import (
 )
 
 NAME = "codex-cli"
+# Where `grumem discover` looks (grumem.core.locations): sessions by date, and those
+# archived from the session list; CODEX_HOME moves ~/.codex
+LOCATIONS = (
+    "~/.codex/sessions/*/*/*/rollout-*.jsonl",
+    "~/.codex/archived_sessions/rollout-*.jsonl",
+    "${CODEX_HOME}/sessions/*/*/*/rollout-*.jsonl",
+    "${CODEX_HOME}/archived_sessions/rollout-*.jsonl",
+)
 SUFFIXES = (".jsonl",)
 LINE_TYPES = frozenset({"session_meta", "response_item", "compacted", "turn_context", "event_msg"})
 ROLE_MAP = {"user": "user", "assistant": "assistant", "developer": "system", "system": "system"}

@@ -84,6 +84,11 @@ def _is_index(path: str | os.PathLike[str], doc: Any) -> bool:
     return Path(path).name == INDEX_NAME and isinstance(doc, list)
 
 
+def count_sessions(path: str | os.PathLike[str]) -> int:
+    """`grumem discover`'s count, by the name alone: the index is no session."""
+    return 0 if Path(path).name == INDEX_NAME else 1
+
+
 def detect(path: str | os.PathLike[str], head: Head) -> Detection:
     doc = head.document
     if _is_session(doc) or _is_index(path, doc):

@@ -6,7 +6,8 @@ generates it into `nodejs/src/generated/session-events.ts`: at 088fc1c
 (2026-01-14, CLI 0.0.382), where a subagent's events carry
 `data.parentToolCallId`, and at cc0438d (2026-08-21, CLI 1.0.81), where they
 carry `agentId` (parentToolCallId kept, deprecated). Older CLIs (2025) wrote
-the same events to `~/.copilot/session-state/<session id>.jsonl`.
+the same events to `~/.copilot/session-state/<session id>.jsonl`. `COPILOT_HOME`
+moves `~/.copilot` (GitHub's Copilot CLI reference, where it replaces `--config-dir`).
 
 Each line is an event `{type, data, id, timestamp, parentId, agentId?}`:
 - `session.start`: the session id (`data.sessionId`), CLI version, selected
@@ -65,6 +66,8 @@ NAME = "copilot-cli"
 LOCATIONS = (
     "~/.copilot/session-state/*/events.jsonl",
     "~/.copilot/session-state/*.jsonl",
+    "${COPILOT_HOME}/session-state/*/events.jsonl",
+    "${COPILOT_HOME}/session-state/*.jsonl",
 )
 MAIN = ""
 

@@ -58,6 +58,9 @@ from grumem.transcripts.base import (
 )
 
 NAME = "gemini-cli"
+# Where `grumem discover` looks (grumem.core.locations): a directory per project
+# hash; `.json` and the 2026 releases' `.jsonl`
+LOCATIONS = ("~/.gemini/tmp/*/chats/session-*.json*",)
 ROLE_MAP = {
     "user": "user",
     "gemini": "assistant",

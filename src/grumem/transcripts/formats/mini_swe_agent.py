@@ -16,21 +16,29 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-from grumem.errors import RecordError
 from grumem.transcripts.base import (
     Detection,
     Head,
     NotThisFormat,
     Session,
     is_not,
-    load_json_document,
+    load_json_object,
     require,
     session_stem,
 )
-from grumem.transcripts.formats.openai_chat import ROLE_MAP, content_text, convert_message
+from grumem.transcripts.formats.openai_chat import ROLE_MAP, content_text, convert_messages
 
 NAME = "mini-swe-agent"
+# Where `grumem discover` looks (grumem.core.locations): `mini`'s last run, in its
+# global config directory (platformdirs' user config directory; MSWEA_GLOBAL_CONFIG_DIR
+# moves it). Batch runs write where their --output says: no fixed place
+LOCATIONS = (
+    "{XDG_CONFIG_HOME}/mini-swe-agent/last_mini_run.traj.json",
+    "{APP_SUPPORT}/mini-swe-agent/last_mini_run.traj.json",
+    "${MSWEA_GLOBAL_CONFIG_DIR}/last_mini_run.traj.json",
+)
 SUFFIXES = (".traj.json", ".json")
 _OBSERVATION = re.compile(r"<returncode>|<output>")
 _ROLES = {**ROLE_MAP, "exit": "system"}
@@ -50,30 +58,20 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     path = str(path)
-    doc = load_json_document(path)
-    if not isinstance(doc, dict):
-        raise RecordError(path, None, None, "expected a JSON object with 'messages'")
+    doc = load_json_object(path, "'messages'")
     messages = require(doc, "messages", list, path, None)
     session = Session(session_stem(path, SUFFIXES))
-    tool_names: dict[str, str] = {}
     seen_task = False
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        role_map = _ROLES
-        if isinstance(msg, dict) and msg.get("role") == "user":
-            text = content_text(msg.get("content"), f"{where}.content", path)
-            if seen_task and _OBSERVATION.search(text):
-                role_map = {**_ROLES, "user": "tool_result"}
-            seen_task = True
-        convert_message(
-            msg,
-            where,
-            path,
-            {"file": path, "index": i},
-            drop_thinking,
-            session.records,
-            session.skipped,
-            tool_names,
-            role_map,
-        )
+
+    def roles(i: int, msg: dict[str, Any]) -> dict[str, str]:
+        """A user message after the task that holds a command's output is its tool_result."""
+        nonlocal seen_task
+        if msg.get("role") != "user":
+            return _ROLES
+        text = content_text(msg.get("content"), f"messages[{i}].content", path)
+        observation = seen_task and _OBSERVATION.search(text) is not None
+        seen_task = True
+        return {**_ROLES, "user": "tool_result"} if observation else _ROLES
+
+    convert_messages(messages, "messages", path, drop_thinking, session, roles)
     return [session]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from grumem.errors import RecordError
@@ -79,19 +80,33 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
         )
     prefix = "" if isinstance(doc, list) else "messages"
     session = Session(session_stem(path, SUFFIXES))
+    convert_messages(messages, prefix, path, drop_thinking, session)
+    return [session]
+
+
+def convert_messages(
+    messages: list,
+    prefix: str,
+    path: str,
+    drop_thinking: bool,
+    session: Session,
+    roles: Callable[[int, dict[str, Any]], dict[str, str] | None] | None = None,
+) -> None:
+    """Append the records of a file's chat messages to `session`: message i is at
+    `{prefix}[i]` with the source {file, index: i}, and a tool's reply is named by
+    the call it answers. `roles(i, message)`, called in order for each message
+    object, gives its role map (default ROLE_MAP; None leaves the message out)."""
     tool_names: dict[str, str] = {}
     for i, msg in enumerate(messages):
+        role_map = ROLE_MAP if roles is None or not isinstance(msg, dict) else roles(i, msg)
+        if role_map is None:
+            continue
+        source = {"file": path, "index": i}
+        records, skipped = session.records, session.skipped
+        where = f"{prefix}[{i}]"
         convert_message(
-            msg,
-            f"{prefix}[{i}]",
-            path,
-            {"file": path, "index": i},
-            drop_thinking,
-            session.records,
-            session.skipped,
-            tool_names,
+            msg, where, path, source, drop_thinking, records, skipped, tool_names, role_map
         )
-    return [session]
 
 
 def convert_message(

@@ -27,12 +27,12 @@ from grumem.transcripts.base import (
     NotThisFormat,
     Session,
     is_not,
-    load_json_document,
+    load_json_object,
     record,
     require,
     session_stem,
 )
-from grumem.transcripts.formats.openai_chat import ROLE_MAP, convert_message
+from grumem.transcripts.formats.openai_chat import ROLE_MAP, convert_messages
 
 NAME = "swe-agent"
 SUFFIXES = (".traj", ".json")
@@ -56,9 +56,7 @@ def detect(path: str | os.PathLike[str], head: Head) -> Detection:
 
 def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
     path = str(path)
-    doc = load_json_document(path)
-    if not isinstance(doc, dict):
-        raise RecordError(path, None, None, "expected a JSON object with 'history' or 'trajectory'")
+    doc = load_json_object(path, "'history' or 'trajectory'")
     session = Session(session_stem(path, SUFFIXES))
     history = doc.get("history")
     if isinstance(history, list) and history:
@@ -71,30 +69,21 @@ def read(path: str | os.PathLike[str], drop_thinking: bool) -> list[Session]:
 
 
 def _read_history(history: list, path: str, drop_thinking: bool, session: Session) -> None:
-    tool_names: dict[str, str] = {}
     acted = False
-    for i, msg in enumerate(history):
-        where = f"history[{i}]"
-        if not isinstance(msg, dict):
-            raise RecordError(path, None, where, "expected a message object")
+
+    def roles(i: int, msg: dict[str, Any]) -> dict[str, str] | None:
+        """Demonstrations left out (counted); an observation after the first assistant
+        turn is a tool_result."""
+        nonlocal acted
         if msg.get("is_demo") is True or msg.get("message_type") == "demonstration":
             session.skipped["demonstration"] += 1
-            continue
-        role_map = ROLE_MAP
-        if msg.get("role") == "user" and acted and msg.get("message_type") in (None, "observation"):
-            role_map = {**ROLE_MAP, "user": "tool_result"}
-        convert_message(
-            msg,
-            where,
-            path,
-            {"file": path, "index": i},
-            drop_thinking,
-            session.records,
-            session.skipped,
-            tool_names,
-            role_map,
-        )
+            return None
+        observation = msg.get("role") == "user" and acted
+        observation &= msg.get("message_type") in (None, "observation")
         acted = acted or msg.get("role") == "assistant"
+        return {**ROLE_MAP, "user": "tool_result"} if observation else ROLE_MAP
+
+    convert_messages(history, "history", path, drop_thinking, session, roles)
 
 
 def _read_steps(steps: list, path: str, session: Session) -> None:
