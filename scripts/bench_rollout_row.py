@@ -46,6 +46,7 @@ from grumem.io.labels import load_labels
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.records.return_weights import EQUAL_WEIGHTS
+from grumem.records.rollout_row import RolloutRow
 from grumem.verl.rollout import without_chunk_texts
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
@@ -65,7 +66,8 @@ def demo_rows() -> list[dict[str, Any]]:
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    return list(rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
+    rows = rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings)
+    return [row.to_dict() for row in rows]  # the JSON values verl's dataset holds
 
 
 def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str, Any]:
@@ -93,12 +95,12 @@ def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str
         budget=Budget(),
         template_sha256=info["template_sha256"],
         split="train",
-    )
+    ).to_dict()
 
 
 def parquet_bytes(rows: list[dict[str, Any]]) -> int:
     buffer = io.BytesIO()
-    write_rollout_rows(buffer, rows)
+    write_rollout_rows(buffer, [RolloutRow.convert(row) for row in rows])
     return buffer.tell()
 
 

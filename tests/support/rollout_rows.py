@@ -25,6 +25,7 @@ from grumem.corpus.rollout_rows import (
 from grumem.io.labels import load_labels
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
+from grumem.records.rollout_row import RolloutRow
 
 BUDGET = Budget()  # the config's defaults
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +44,8 @@ def demo_rollout_rows(
     alpha: float = ALPHA,
     return_weights: ReturnWeights = EQUAL_WEIGHTS,
 ) -> list[dict[str, Any]]:
-    """One row per (query, session) of the demo, in the export's order."""
+    """One row per (query, session) of the demo, in the export's order, as the JSON
+    values verl's dataset hands the agent loop (a row record's `to_dict`)."""
     settings = RowSettings(
         level=level,
         budget=budget,
@@ -57,13 +59,14 @@ def demo_rollout_rows(
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    return list(rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
+    rows = rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings)
+    return [row.to_dict() for row in rows]
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
     """The rows as a parquet file verl's RLHFDataset reads, as the export writes it."""
     with open(path, "wb") as f:
-        write_rollout_rows(f, rows)
+        write_rollout_rows(f, [RolloutRow.convert(row) for row in rows])
     return path
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
@@ -50,7 +49,7 @@ def rollout_row(
     data_source: str = "grumem",
     ability: str = ABILITY,
     split: SplitName,
-) -> dict[str, Any]:
+) -> RolloutRow:
     """The row of one (query, session): `chunks` are (rendered text, chunk_sha) in
     session order, `label(query_id, chunk_sha)` their evidence labels (None: no
     label, refused naming the chunk). `index` is the row's place in sessions.parquet,
@@ -92,8 +91,7 @@ def rollout_row(
             "return_weights": return_weights.to_dict(),
         },
     }
-    RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
-    return row
+    return RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
 
 
 def checked_row(row: RolloutRow) -> RolloutRow:

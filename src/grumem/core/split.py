@@ -25,7 +25,7 @@ __all__ = ["SPLITS", "SPLIT_METADATA", "Split", "SplitName", "split_file", "spli
 SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
 # the key of a split file's parquet metadata: its project, split, fractions and seed
 # (JSON), which name an empty split where no row can
-SPLIT_METADATA = b"grumem.split"
+SPLIT_METADATA = b"grumem:split"
 # fractions are written in decimal (0.7 + 0.2 + 0.1 is 0.9999999999999999 in floats)
 _SUM_TOLERANCE = 1e-9
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 import pyarrow as pa
 
@@ -31,10 +31,11 @@ from grumem.core.rollout_row import rollout_row
 from grumem.core.split import SPLITS, Split, SplitName
 from grumem.core.template import Budget
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing
-from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, parquet_writer
 from grumem.errors import GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
+from grumem.io.parquet import RowGroupWriter
 from grumem.records.return_weights import ReturnWeights
+from grumem.records.rollout_row import RolloutRow
 
 SESSIONS = "sessions.parquet"
 
@@ -163,7 +164,7 @@ def rollout_rows(
     sessions: SessionChunks,
     labels: Labels,
     settings: RowSettings,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[RolloutRow]:
     """The rows, sorted by (session, query_id), each checked as its record (rollout_row)."""
     index = 0
     for session in sorted(sessions.shas):
@@ -193,19 +194,20 @@ def rollout_rows(
 
 def write_rollout_rows(
     sink: str | IO[bytes],
-    rows: Iterable[dict[str, Any]],
-    split_sinks: Mapping[SplitName, tuple[str | IO[bytes], dict[bytes, bytes]]] | None = None,
+    rows: Iterable[RolloutRow],
+    split_sinks: Mapping[SplitName, tuple[str | IO[bytes], Mapping[bytes, bytes]]] | None = None,
 ) -> dict[SplitName, int]:
     """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time, and each
     row also into its split's sink of `split_sinks` (sink, the file's metadata); a split
     without rows gets a file of no rows, with the schema. How many rows each split got."""
     counts: dict[SplitName, int] = dict.fromkeys(SPLITS, 0)
-    writers: dict[SplitName | None, _RowWriter] = {None: _RowWriter(sink)}
+    writers: dict[SplitName | None, RowGroupWriter[RolloutRow]] = {}
     try:
+        writers[None] = _writer(sink)
         for name, (split_sink, metadata) in (split_sinks or {}).items():
-            writers[name] = _RowWriter(split_sink, metadata)
+            writers[name] = _writer(split_sink, metadata)
         for row in rows:
-            split = row["extra_info"]["split"]
+            split = row.extra_info.split
             counts[split] += 1
             writers[None].add(row)
             if split in writers:
@@ -218,29 +220,17 @@ def write_rollout_rows(
     return counts
 
 
-class _RowWriter:
-    """sessions rows into one parquet file, a row group at a time."""
-
-    def __init__(self, sink: str | IO[bytes], metadata: dict[bytes, bytes] | None = None):
-        self._writer = parquet_writer(sink, SESSIONS_SCHEMA, _NO_STATISTICS, metadata)
-        self._group: list[dict[str, Any]] = []
-        self._size = 0
-
-    def add(self, row: dict[str, Any]) -> None:
-        self._group.append(row)
-        self._size += row_size(row)
-        if len(self._group) >= ROW_GROUP_ROWS or self._size >= ROW_GROUP_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._group:
-            self._writer.write_table(pa.Table.from_pylist(self._group, schema=SESSIONS_SCHEMA))
-            self._group, self._size = [], 0
-
-    def close(self) -> None:
-        self._writer.close()
+def _writer(
+    sink: str | IO[bytes], metadata: Mapping[bytes, bytes] | None = None
+) -> RowGroupWriter[RolloutRow]:
+    return RowGroupWriter(sink, SESSIONS_SCHEMA, _table, rollout_size, _NO_STATISTICS, metadata)
 
 
-def row_size(row: Mapping[str, Any]) -> int:
-    info = row["extra_info"]
-    return len(info["question"]) + sum(len(c["text"]) for c in info["chunks"])
+def _table(rows: list[RolloutRow]) -> pa.Table:
+    return pa.Table.from_pylist([r.to_dict() for r in rows], schema=SESSIONS_SCHEMA)
+
+
+def rollout_size(row: RolloutRow) -> int:
+    """A row's text in characters: its question and its chunks."""
+    info = row.extra_info
+    return len(info.question) + sum(len(c.text) for c in info.chunks)

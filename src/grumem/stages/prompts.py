@@ -16,6 +16,7 @@ from grumem.core.template import PromptBuilder
 from grumem.errors import BudgetError, GrumemError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.session_index import check_session, read_session_index
+from grumem.records.prompt import PromptRecord, TokenCounts
 
 
 def trajectory_id(project: str, query_id: str, session: str, sample: int) -> str:
@@ -31,7 +32,7 @@ def plan(
     index: Mapping[str, str] | None = None,
     index_path: str = "",
     keep: Callable[[str], bool] | None = None,
-) -> Iterator[dict]:
+) -> Iterator[PromptRecord]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
     With the project's session index (grumem.io.session_index), a session that another
@@ -73,25 +74,25 @@ def plan(
             for k in range(samples):
                 tid = trajectory_id(project, q["id"], session, k)
                 for c, prefix, suffix, tokens in halves:
-                    yield {
-                        "trajectory_id": tid,
-                        "project": project,
-                        "query_id": q["id"],
-                        "session": session,
-                        "sample": k,
-                        "t": c.t,
-                        "chunk_sha": c.sha,
-                        "chunk_file": c.path,
-                        "chunk_line": c.line,
-                        "system": builder.system,
-                        "prefix": prefix,
-                        "suffix": suffix,
-                        "tokens": {
-                            "question": tokens["question"],
-                            "section": tokens["section"],
-                            "fixed": tokens["total"] - tokens["memory"],
-                        },
-                    }
+                    yield PromptRecord(
+                        trajectory_id=tid,
+                        project=project,
+                        query_id=q["id"],
+                        session=session,
+                        sample=k,
+                        t=c.t,
+                        chunk_sha=c.sha,
+                        chunk_file=c.path,
+                        chunk_line=c.line,
+                        system=builder.system,
+                        prefix=prefix,
+                        suffix=suffix,
+                        tokens=TokenCounts(
+                            question=tokens["question"],
+                            section=tokens["section"],
+                            fixed=tokens["total"] - tokens["memory"],
+                        ),
+                    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -99,8 +100,8 @@ def main(args: argparse.Namespace) -> int:
     from grumem.config.settings import load_queries, settings_from_args
     from grumem.core.split import Split
     from grumem.core.template import Budget
-    from grumem.io.jsonl import write_jsonl
     from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
+    from grumem.io.typed import write_records
 
     s = settings_from_args(args)
     builder = load_prompt_builder(
@@ -121,7 +122,7 @@ def main(args: argparse.Namespace) -> int:
         args.sessions or "",
         keep,
     )
-    n = write_jsonl(args.out, records, "prompt")
+    n = write_records(args.out, records, PromptRecord)
     of = "" if args.split is None else f" (the {args.split} split's sessions)"
     print(f"prompts: {n} turns written to {args.out}{of}", file=sys.stderr)
     return 0

@@ -22,6 +22,7 @@ from grumem.corpus.turn_rows import PARQUET_SCHEMA
 from grumem.errors import GrumemError
 from grumem.io.jsonl import sha256_file
 from grumem.io.template_files import GRU_MEM_TEMPLATE
+from grumem.records.summary import CorpusSummary
 from grumem.stages.export import SESSIONS, SUMMARY, TURNS, export
 from support.export import FILES, FIXTURE, calibrate, inputs
 from support.verl_venv import VERL_PYTHON
@@ -150,13 +151,13 @@ def test_the_header_follows_the_hubs_convention(corpus: Path) -> None:
 
 def test_the_card_says_what_the_export_holds(corpus: Path) -> None:
     card = (corpus / CARD).read_text(encoding="utf-8")
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
+    summary = CorpusSummary.decode((corpus / SUMMARY).read_bytes())
     kappa = json.loads((corpus.parent / "kappa.json").read_text(encoding="utf-8"))
     assert f"{kappa['kappa']:.4f} over n = {kappa['n']} pairs" in card
     assert f"`gru-mem.txt`, sha256 `{sha256_file(GRU_MEM_TEMPLATE)}`" in card
     assert "model asked: `SmolLM2-135M-Instruct` (5 trajectories)" in card
     # the fixture's log predates the field naming the answering model
-    assert f"model that answered: `(not recorded)` ({summary['turns']} turns)" in card
+    assert f"model that answered: `(not recorded)` ({summary.turns} turns)" in card
     # the fixture's README hand count
     for row in (
         "| trajectories (exported / in the log) | 5 / 6 |",
@@ -175,7 +176,7 @@ def test_the_card_says_what_the_export_holds(corpus: Path) -> None:
 
 
 def test_a_sessions_file_gets_a_config_and_its_columns(corpus: Path) -> None:
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
+    summary = CorpusSummary.decode((corpus / SUMMARY).read_bytes())
     sessions = pa.schema([("query_id", pa.string()), ("chunks", pa.list_(pa.string()))])
     card = card_text(summary, PARQUET_SCHEMA, {"m": 1}, {"m": 2}, None, sessions, splits=SPLITS)
     header, body = header_and_body(card)
@@ -196,7 +197,7 @@ def test_a_sessions_file_gets_a_config_and_its_columns(corpus: Path) -> None:
 
 
 def test_an_undescribed_column_is_an_error(corpus: Path) -> None:
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
+    summary = CorpusSummary.decode((corpus / SUMMARY).read_bytes())
     wider = PARQUET_SCHEMA.append(pa.field("new_column", pa.string()))
     with pytest.raises(GrumemError, match="column 'new_column' .* has no description"):
         card_text(summary, wider, {}, {}, None, splits=SPLITS)
