@@ -285,7 +285,7 @@ def test_the_demos_evaluate_replays_the_embedded_models_recorded_answers(tmp_pat
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     shown = readme.split("| figure | `free` | `grammar` |\n", 1)[1].split("\n\n", 1)[0]
     rows = [line for line in shown.splitlines() if line.startswith("| ")]
-    assert len(rows) >= 3 and all(row in compare.splitlines() for row in rows), rows
+    assert len(rows) >= 2 and all(row in compare.splitlines() for row in rows), rows
     # nothing was sent: the cache holds the recording only
     assert sorted(p.name for p in cache.rglob("*.json")) == sorted(
         p.name for p in (REPO / "fixtures" / "evaluate" / "cache").rglob("*.json")
