@@ -2,7 +2,9 @@
 
 Targets: `export` (the card's `snakemake export`): every project's corpus under
 results/{project}/corpus/; `all` (the default): the corpus, and the plots and the
-trajectory viewer under results/{project}/report/
+trajectory viewer under results/{project}/report/; `evaluate`: every policy of
+evaluate.policies measured on every project's held-out sessions and compared,
+results/{project}/eval/compare.json and compare.md
 """
 
 from snakemake.exceptions import WorkflowError
@@ -52,11 +54,19 @@ include: "workflow/rules/kappa.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/report_plots.smk"
 include: "workflow/rules/report_viewer.smk"
+include: "workflow/rules/evaluate.smk"
 
 
 rule export:
     input:
         all_corpus_files(),
+    localrule: True
+
+
+# every policy of evaluate.policies over every project's evaluated split, compared
+rule evaluate:
+    input:
+        evaluate_targets,
     localrule: True
 
 

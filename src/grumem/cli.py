@@ -25,6 +25,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from grumem.config.settings import add_settings_arguments
+from grumem.core.split import SPLITS
 from grumem.errors import GrumemError
 from grumem.io.progress import stderr_also_to
 
@@ -92,6 +93,12 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
     add_required(p, project="the project", queries="queries YAML")
     p.add_argument("--template", default=None, help="default templates/gru-mem.txt")
     p.add_argument("--sessions", default=None, help="the project's session index (grumem sessions)")
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=None,
+        help="only the sessions of this split (by the settings' `split`): an evaluation's",
+    )
     add_required(p, out="the shard's prompts (JSON Lines)")
     add_chunk_inputs(p)
     p.set_defaults(handler="grumem.stages.prompts:main")
@@ -109,6 +116,11 @@ def add_responses(sub: argparse._SubParsersAction) -> None:
     add_llm_job_options(p)
     add_required(
         p, prompts="the shard's prompts (grumem prompts)", out="the shard's responses (JSON Lines)"
+    )
+    p.add_argument(
+        "--policy",
+        default=None,
+        help="the evaluated policy whose llm block --settings holds: errors name it",
     )
     p.set_defaults(handler="grumem.stages.responses:main")
 
@@ -464,6 +476,30 @@ def add_report_viewer(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.stages.report_viewer:main")
 
 
+def add_evaluate_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate-compare", help="compare policies from turn logs that exist (sends nothing)"
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="NAME=LOG_JSONL",
+        help="a policy's name and its log.jsonl (read only); repeat to compare policies",
+    )
+    p.add_argument("--labels", required=True, help="labels.jsonl: every chunk of every session")
+    p.add_argument(
+        "--chunks",
+        nargs="+",
+        required=True,
+        help="the sessions' chunk files, directories or manifests: chunks read against these",
+    )
+    p.add_argument("--out-json", required=True, help="compare.json")
+    p.add_argument("--out-md", required=True, help="compare.md, the side-by-side tables")
+    p.add_argument("--plots-dir", default=None, help="writes the comparison's SVG plots there")
+    p.set_defaults(handler="grumem.stages.evaluate_compare:main")
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_prompt,
     add_prompts,
@@ -487,6 +523,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_calibrate_serve,
     add_report_plots,
     add_report_viewer,
+    add_evaluate_compare,
 ]
 
 

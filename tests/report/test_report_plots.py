@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 from matplotlib.container import BarContainer
 
-from grumem.report.plots import MAX_LABELLED_BARS, BarChart, Series, figure, render_svg
+from grumem.report.plots import (
+    MAX_LABELLED_BARS,
+    BarChart,
+    Line,
+    LineChart,
+    Series,
+    figure,
+    line_figure,
+    render_svg,
+)
 
 CHART = BarChart(
     name="c",
@@ -96,3 +105,49 @@ def test_no_categories_says_no_data(chart: BarChart) -> None:
     fig = figure(chart)
     assert bars(chart) == []
     assert [t.get_text() for t in fig.axes[0].texts] == ["no data"]
+
+
+LINES = LineChart(
+    name="m",
+    title="Memory tokens by t",
+    subtitle="mean",
+    x_label="t",
+    y_label="tokens",
+    lines=(
+        Line("a", "#1565c0", ((1.0, 0.0), (2.0, 12.5), (3.0, 20.0))),
+        Line("b", "#c62828", ((1.0, 3.0), (2.0, 3.0))),
+    ),
+)
+RENDER_LINES = (
+    "import sys; from test_report_plots import LINES, render_svg; print(render_svg(LINES), end='')"
+)
+
+
+def test_a_line_per_series_with_its_points() -> None:
+    fig = line_figure(LINES)
+    ax = fig.axes[0]
+    drawn = [(line.get_label(), list(line.get_xydata().tolist())) for line in ax.get_lines()]
+    assert drawn == [
+        ("a", [[1.0, 0.0], [2.0, 12.5], [3.0, 20.0]]),
+        ("b", [[1.0, 3.0], [2.0, 3.0]]),
+    ]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_ylim()[0]) == ("t", "tokens", 0.0)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b"]
+    empty = LineChart("e", "t", "s", "x", "y", (Line("a", "#000000", ()),))
+    assert [t.get_text() for t in line_figure(empty).axes[0].texts] == ["no data"]
+
+
+def test_line_svg_bytes_are_the_same_in_every_process() -> None:
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(Path(__file__).parent)}
+        proc = subprocess.run(
+            [sys.executable, "-c", RENDER_LINES],
+            capture_output=True,
+            env=env,
+            check=True,
+            timeout=120,
+        )
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] == render_svg(LINES).encode()
+    assert "<dc:date>" not in outs[0].decode() and "<text" not in outs[0].decode()

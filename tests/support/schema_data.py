@@ -47,6 +47,77 @@ def paths(
     return out
 
 
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+
+
+def _fits(value: Any, s: dict[str, Any]) -> bool:
+    """Whether a branch of a oneOf/anyOf is one for the value's JSON type."""
+    if "const" in s or "enum" in s:
+        return value in s.get("enum", [s.get("const")])
+    kind = _JSON_TYPES.get(type(value), "number")
+    allowed = s.get("type", kind)
+    allowed = allowed if isinstance(allowed, list) else [allowed]
+    return kind in allowed or (kind == "number" and "integer" in allowed)
+
+
+def schema_places(record: Any, root: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The key paths of `record` (as `paths` gives them), but only the first of those the
+    schema `root` checks with one and the same subschema: a $def used in twenty places,
+    the items of a list and the entries of a map are each one place. Mutating one path
+    per place tries every rule the schema has at the cost of a fraction of the paths
+    (a large record would otherwise take minutes: every mutant is validated whole)."""
+    out: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+
+    def resolved(s: dict[str, Any], where: str) -> tuple[dict[str, Any], str]:
+        while "$ref" in s:
+            ref = s["$ref"]
+            node: Any = root
+            for part in ref[2:].split("/"):
+                node = node[part]
+            s, where = {**node, **{k: v for k, v in s.items() if k != "$ref"}}, ref
+        return s, where
+
+    def walk(value: Any, s: dict[str, Any], where: str, prefix: tuple[Any, ...]) -> None:
+        s, where = resolved(s, where)
+        for key in ("oneOf", "anyOf"):
+            for i, branch in enumerate(s.get(key, [])):
+                b, b_where = resolved(branch, f"{where}/{key}/{i}")
+                if _fits(value, b):
+                    s, where = {**{k: v for k, v in s.items() if k != key}, **b}, b_where
+                    break
+        if isinstance(value, dict):
+            props, extra = s.get("properties", {}), s.get("additionalProperties")
+            children = [
+                (
+                    k,
+                    v,
+                    *(
+                        (props[k], f"{where}/properties/{k}")
+                        if k in props
+                        else (
+                            extra if isinstance(extra, dict) else {},
+                            f"{where}/additionalProperties",
+                        )
+                    ),
+                )
+                for k, v in value.items()
+            ]
+        elif isinstance(value, list):
+            children = [(i, v, s.get("items", {}), f"{where}/items") for i, v in enumerate(value)]
+        else:
+            return
+        for key, v, sub, place in children:
+            path = (*prefix, key)
+            if place not in seen:
+                seen.add(place)
+                out.append(path)
+            walk(v, sub, place, path)
+
+    walk(record, root, "#", ())
+    return out
+
+
 def mutated(record: Any, path: tuple[Any, ...], value: Any, delete: bool = False) -> Any:
     out = copy.deepcopy(record)
     node = out

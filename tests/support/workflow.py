@@ -148,7 +148,10 @@ def checkout_copy(work: Path, base_url: str) -> None:
             shutil.copy2(src, work / name)
     (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
-    config["llm"].update({"base_url": base_url, "model": "fake-model", "concurrency": 4})
+    # the workflow's llm and every evaluated policy: requests differ by their other
+    # settings (the demo's policies by the grammar), so the cache keeps them apart
+    for llm in [config["llm"], *config.get("evaluate", {}).get("policies", {}).values()]:
+        llm.update({"base_url": base_url, "model": "fake-model", "concurrency": 4})
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     (work / "my.yaml").write_text(yaml.safe_dump(my_yaml(base_url)), encoding="utf-8")
 

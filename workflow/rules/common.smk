@@ -55,6 +55,8 @@ wildcard_constraints:
     project="[A-Za-z0-9][A-Za-z0-9_.-]*",
     # s000, s001, ... (shard_rule `sorted`) or s + 12 hex digits (`stable`, grumem.core.shards)
     shard="s[0-9a-f]+",
+    # an evaluated policy's name (evaluate.policies), a directory under results/{project}/eval/
+    policy="[A-Za-z0-9][A-Za-z0-9_.-]*",
 
 
 def project_config(project):
@@ -256,4 +258,96 @@ CORPUS_FILES = [
 def all_corpus_files():
     return expand(
         "results/{project}/corpus/{file}", project=PROJECTS, file=CORPUS_FILES
+    )
+
+
+# ---------------------------------------------------------------- evaluate
+
+EVALUATE = config["evaluate"]
+POLICIES = sorted(EVALUATE["policies"])
+# the plots of `grumem evaluate-compare` (grumem.report.evaluation_plots.PLOTS)
+EVALUATE_PLOTS = ["exit_timing", "chunks_read", "memory_tokens_by_t"]
+
+
+def policy_llm(policy):
+    return EVALUATE["policies"][policy]
+
+
+def evaluate_settings(*sections):
+    """An evaluation job's --settings (a param: a change reruns it): the policy's llm
+    block (its connection apart), the loop at evaluate's level and samples (the
+    workflow's parse_retries), the budget, and the project's split."""
+
+    def settings_of(wildcards):
+        chosen = {
+            "llm": split_connection(policy_llm(wildcards.policy))[0],
+            "loop": {
+                **config["loop"],
+                "level": EVALUATE["level"],
+                "samples": EVALUATE["samples"],
+            },
+            "budget": config["budget"],
+            "split": project_split(config, wildcards.project),
+        }
+        return json.dumps({s: chosen[s] for s in sections}, sort_keys=True)
+
+    return settings_of
+
+
+def policy_connection(wildcards):
+    """The policy's connection settings for --connection, a resource (see LLM_CONNECTION)."""
+    return json.dumps(split_connection(policy_llm(wildcards.policy))[1], sort_keys=True)
+
+
+def policy_llm_slots(wildcards):
+    """The policy's llm_slots: the sum of its endpoints' caps."""
+    try:
+        return total_concurrency(policy_llm(wildcards.policy))
+    except GrumemError as e:
+        raise WorkflowError(
+            f"invalid config: evaluate.policies.{wildcards.policy}: {e}"
+        )
+
+
+def evaluate_files(stage):
+    """The files of one stage of a policy's evaluation, one per shard of the project."""
+
+    def files(wildcards):
+        return expand(
+            f"results/{{project}}/eval/{{policy}}/{stage}/{{shard}}.jsonl",
+            project=wildcards.project,
+            policy=wildcards.policy,
+            shard=shards(wildcards.project),
+        )
+
+    return files
+
+
+def evaluate_logs(wildcards):
+    return expand(
+        "results/{project}/eval/{policy}/log.jsonl",
+        project=wildcards.project,
+        policy=POLICIES,
+    )
+
+
+def evaluate_runs(wildcards):
+    """`grumem evaluate-compare`'s --run NAME=LOG of every policy."""
+    return " ".join(
+        f"--run {policy}=results/{wildcards.project}/eval/{policy}/log.jsonl"
+        for policy in POLICIES
+    )
+
+
+def evaluate_targets(wildcards):
+    """Every project's comparison; no policy named is an error, only for `evaluate`."""
+    if not POLICIES:
+        raise WorkflowError(
+            "nothing to evaluate: name the policies in evaluate.policies, each an llm"
+            " block (see docs/verl.md, 'Did training help?')"
+        )
+    return expand(
+        "results/{project}/eval/{file}",
+        project=PROJECTS,
+        file=["compare.json", "compare.md", *(f"{p}.svg" for p in EVALUATE_PLOTS)],
     )

@@ -195,7 +195,8 @@ def config_field(path: Iterable[str | int]) -> str | None:
 
 
 # Path settings in which `~` and environment variables are expanded (a user's
-# transcripts are in ~/.claude/projects/...): per project, and in llm.
+# transcripts are in ~/.claude/projects/...): per project, and in llm and each
+# evaluated policy's llm block.
 PROJECT_PATHS = (
     ("chunks",),
     ("transcripts", "glob"),
@@ -237,10 +238,13 @@ def expand_paths(config: dict[str, Any], env: Mapping[str, str], source: str) ->
             if isinstance(parent.get(keys[-1]), str):
                 field = ".".join(("projects", name, *keys))
                 parent[keys[-1]] = expand_path(parent[keys[-1]], env, source, field)
-    llm = config.get("llm", {})
-    for key in LLM_PATHS:
-        if isinstance(llm.get(key), str):
-            llm[key] = expand_path(llm[key], env, source, f"llm.{key}")
+    blocks = [("llm", config.get("llm", {}))]
+    policies = config.get("evaluate", {}).get("policies", {})
+    blocks += [(f"evaluate.policies.{name}", llm) for name, llm in policies.items()]
+    for where, llm in blocks:
+        for key in LLM_PATHS:
+            if isinstance(llm.get(key), str):
+                llm[key] = expand_path(llm[key], env, source, f"{where}.{key}")
     return config
 
 

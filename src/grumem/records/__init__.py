@@ -14,6 +14,7 @@ loaded and checked by grumem.config, not records a stage writes for another).
     records/kappa.py       KappaCalibration (kappa)
     records/trajectory.py  Trajectory (trajectory)
     records/summary.py     CorpusSummary (summary)
+    records/compare.py     CompareResult (compare): policies measured and compared
     records/rollout_row.py RolloutRow (session-row): a row of sessions.parquet
 
 SCHEMAS maps each schema's name to its type; grumem.io.typed reads and writes JSON
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from grumem.records.chunk import ChunkLine, ChunkManifest
+from grumem.records.compare import CompareResult
 from grumem.records.gate import GateRecord
 from grumem.records.kappa import KappaCalibration
 from grumem.records.label import CalibrationSample, Label, UnjudgedPair
@@ -44,6 +46,7 @@ SCHEMAS: dict[str, Any] = {
     "calibration-sample": CalibrationSample,
     "chunk": ChunkLine,
     "chunk-manifest": ChunkManifest,
+    "compare": CompareResult,
     "gate": GateRecord,
     "kappa": KappaCalibration,
     "label": Label,

@@ -1,7 +1,8 @@
-"""Bar charts of the corpus, drawn by matplotlib as standalone SVG with deterministic bytes.
+"""Charts of the corpus, drawn by matplotlib as standalone SVG with deterministic bytes.
 
-A chart is data (`BarChart`: categories and stacked series) handed to
-matplotlib by `figure`; `render_svg` saves that figure. The same chart gives
+A chart is data (`BarChart`: categories and stacked series; `LineChart`: lines
+over a numeric axis) handed to matplotlib by `figure` or `line_figure`;
+`render_svg` saves that figure. The same chart gives
 the same bytes in every process of one matplotlib version: the SVG's element
 ids are hashed from `svg.hashsalt` (else from random uuids), the `Date`
 metadata is left out (else the time of writing), and glyphs are paths
@@ -22,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.container import BarContainer
     from matplotlib.typing import RcKeyType
 
@@ -67,17 +70,23 @@ class BarChart:
         return tuple(sum(s.values[i] for s in self.series) for i in range(len(self.categories)))
 
 
+def _frame(chart: BarChart | LineChart) -> tuple[Figure, Axes]:
+    """A figure with the chart's titles and axis labels (call inside SVG_RC)."""
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
+    ax = fig.add_subplot()
+    fig.suptitle(chart.title, fontweight="bold", x=0.01, ha="left")
+    ax.set_title(chart.subtitle, fontsize=8, color="#424242", loc="left")
+    ax.set_xlabel(chart.x_label)
+    ax.set_ylabel(chart.y_label)
+    ax.set_axisbelow(True)
+    return fig, ax
+
+
 def figure(chart: BarChart) -> Figure:
     """The chart as a matplotlib figure (no pyplot: no global state, no GUI backend)."""
     with matplotlib.rc_context(SVG_RC):
-        fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
-        ax = fig.add_subplot()
-        fig.suptitle(chart.title, fontweight="bold", x=0.01, ha="left")
-        ax.set_title(chart.subtitle, fontsize=8, color="#424242", loc="left")
-        ax.set_xlabel(chart.x_label)
-        ax.set_ylabel(chart.y_label)
+        fig, ax = _frame(chart)
         ax.grid(axis="y", color="#e0e0e0")
-        ax.set_axisbelow(True)
         n = len(chart.categories)
         if n == 0:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#757575")
@@ -115,9 +124,47 @@ def _label_every(categories: tuple[str, ...]) -> int:
     return max(1, math.ceil(len(categories) * (longest * 6 + 8) / width_pt))
 
 
-def render_svg(chart: BarChart) -> str:
+@dataclass(frozen=True)
+class Line:
+    name: str
+    color: str
+    points: tuple[tuple[float, float], ...]  # (x, y), x ascending
+
+
+@dataclass(frozen=True)
+class LineChart:
+    """A line per series over a numeric x axis (a policy's memory by t)."""
+
+    name: str  # the file stem
+    title: str
+    subtitle: str
+    x_label: str
+    y_label: str
+    lines: tuple[Line, ...]
+
+
+def line_figure(chart: LineChart) -> Figure:
+    """The line chart as a matplotlib figure, styled as `figure` styles bars."""
+    with matplotlib.rc_context(SVG_RC):
+        fig, ax = _frame(chart)
+        ax.grid(color="#e0e0e0")
+        if not any(line.points for line in chart.lines):
+            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#757575")
+            ax.set_xticks([])
+            return fig
+        for line in chart.lines:
+            xs = [x for x, _ in line.points]
+            ys = [y for _, y in line.points]
+            ax.plot(xs, ys, color=line.color, label=line.name, marker="o", markersize=3)
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # t is a turn number
+        fig.legend(loc="outside upper right", ncols=len(chart.lines), fontsize=8, frameon=False)
+    return fig
+
+
+def render_svg(chart: BarChart | LineChart) -> str:
     """The chart as a standalone SVG document (deterministic bytes)."""
-    fig = figure(chart)
+    fig = figure(chart) if isinstance(chart, BarChart) else line_figure(chart)
     buf = io.BytesIO()
     with matplotlib.rc_context(SVG_RC):
         fig.savefig(buf, format="svg", metadata=SVG_METADATA)

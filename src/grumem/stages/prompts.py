@@ -1,12 +1,16 @@
 """The `prompts` stage: every (trajectory, t) of a shard, question and section
-filled, memory slot open; over-budget input fails here, before any request is paid for."""
+filled, memory slot open; over-budget input fails here, before any request is paid for.
+
+With `--split`, only the shard's sessions of that split (grumem.core.split, the
+project's `split` settings): an evaluation runs the held-out sessions alone, and a
+shard that holds none of them gets a file of no prompts."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from grumem.core.template import PromptBuilder
 from grumem.errors import BudgetError, GrumemError
@@ -27,17 +31,21 @@ def plan(
     samples: int,
     index: Mapping[str, str] | None = None,
     index_path: str = "",
+    keep: Callable[[str], bool] | None = None,
 ) -> Iterator[PromptRecord]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
     With the project's session index (grumem.io.session_index), a session that another
-    chunk file of the project also holds fails here, before it is paid for."""
+    chunk file of the project also holds fails here, before it is paid for. With
+    `keep`, only the sessions it keeps."""
     sessions = list(iter_sessions(chunk_paths))
     if not sessions:
         raise GrumemError(f"project {project}: no chunks in {', '.join(map(str, chunk_paths))}")
     if index is not None:
         for session, chunks in sessions:
             check_session(index, index_path, session, chunks[0].path, chunks[0].line)
+    if keep is not None:
+        sessions = [(session, chunks) for session, chunks in sessions if keep(session)]
     for q in queries:
         q_tokens = builder.tokens.count(q["question"])
         if q_tokens > builder.budget.question:
@@ -90,6 +98,7 @@ def plan(
 def main(args: argparse.Namespace) -> int:
     """`grumem prompts`: every (trajectory, t) of a shard, its count to stderr (the job's log)."""
     from grumem.config.settings import load_queries, settings_from_args
+    from grumem.core.split import Split
     from grumem.core.template import Budget
     from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
     from grumem.io.typed import write_records
@@ -99,6 +108,10 @@ def main(args: argparse.Namespace) -> int:
         args.template or GRU_MEM_TEMPLATE, s["llm"]["system"], Budget.from_config(s["budget"])
     )
     index = read_session_index(args.sessions) if args.sessions else None
+    keep = None
+    if args.split is not None:
+        split = Split.from_config(s["split"])
+        keep = lambda session: split.of(session) == args.split  # noqa: E731
     records = plan(
         args.project,
         args.chunks,
@@ -107,7 +120,9 @@ def main(args: argparse.Namespace) -> int:
         s["loop"]["samples"],
         index,
         args.sessions or "",
+        keep,
     )
     n = write_records(args.out, records, PromptRecord)
-    print(f"prompts: {n} turns written to {args.out}", file=sys.stderr)
+    of = "" if args.split is None else f" (the {args.split} split's sessions)"
+    print(f"prompts: {n} turns written to {args.out}{of}", file=sys.stderr)
     return 0

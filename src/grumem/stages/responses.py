@@ -135,15 +135,24 @@ def run(
     log_path: str | os.PathLike[str] | None = None,
     label: str | None = None,
     max_in_flight: int | None = None,
+    llm_setting: str = "llm",
 ) -> dict[str, int]:
     """Run the loop over a prompts file and write its responses file atomically;
-    `max_in_flight` caps the requests in flight (None: the endpoints' caps)."""
+    `max_in_flight` caps the requests in flight (None: the endpoints' caps).
+    `llm_setting` names the settings' llm block in messages (an evaluated policy's).
+    A file of no prompts (a shard with no session of an evaluated split) gets a file
+    of no responses, and no server is started for it."""
     s = LoopSettings.from_settings(settings)
     prompts = [p for _, p in read_records(prompts_path, PromptRecord)]
     progress = Progress(len(prompts), label or str(prompts_path))
+    if not prompts:
+        progress.streams = [sys.stderr]
+        progress.emit()
+        write_records(out_path, [], ResponseRecord)
+        return {"turns": 0, "asks": 0, "parsed": 0, "aborted": 0}
     with llm_job(s.llm, s.llm["base_url"], [out_path], progress, log_path, max_in_flight) as job:
         records = job.run(lambda client: run_shard(client, prompts, s, progress))
-    failure = failed_requests(records, out_path)
+    failure = failed_requests(records, out_path, llm_setting)
     if failure is not None:
         raise GrumemError(failure)
     write_records(out_path, records, ResponseRecord)
@@ -155,7 +164,9 @@ def run(
     }
 
 
-def failed_requests(records: Sequence[ResponseRecord], out_path: object) -> str | None:
+def failed_requests(
+    records: Sequence[ResponseRecord], out_path: object, llm_setting: str = "llm"
+) -> str | None:
     """None when every request was answered; else what failed, and what to do."""
     failed = [r for r in records if isinstance(r, AbortRecord) and r.reason == "request_failed"]
     if not failed:
@@ -168,7 +179,7 @@ def failed_requests(records: Sequence[ResponseRecord], out_path: object) -> str 
             kind = last.error.split(":")[0] if last.status is None else f"HTTP {last.status}"
             kinds[kind] = kinds.get(kind, 0) + 1
     counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    down = " Is the server at llm.base_url up?" if "connection error" in kinds else ""
+    down = f" Is the server at {llm_setting}.base_url up?" if "connection error" in kinds else ""
     return failed_requests_message(
         len(failed), len(exchanges), failed[0].detail, out_path, kinds=counts, down=down
     )
@@ -182,7 +193,22 @@ def main(args: argparse.Namespace) -> int:
     # Snakemake may scale the job's llm_slots down to the global cap; the job
     # then keeps at most that many requests in flight across its endpoints
     slots = None if args.concurrency is None else max(1, args.concurrency)
-    # no log_path: the command's stderr, progress included, goes to --log (cli.main)
-    stats = run(args.prompts, args.out, settings, label=args.prompts, max_in_flight=slots)
+    policy = args.policy
+    where = "llm" if policy is None else f"evaluate.policies.{policy}"
+    try:
+        # no log_path: the command's stderr, progress included, goes to --log (cli.main)
+        stats = run(
+            args.prompts,
+            args.out,
+            settings,
+            label=args.prompts,
+            max_in_flight=slots,
+            llm_setting=where,
+        )
+    except GrumemError as e:
+        if policy is None:
+            raise
+        # the evaluation's jobs are one per policy: the error names whose it is
+        raise GrumemError(f"policy {policy} ({where}): {e}") from None
     print(f"responses: {stats}", file=sys.stderr)
     return 0
