@@ -8,6 +8,7 @@ assertions below repeat).
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -313,6 +314,27 @@ def test_advantages_of_a_real_group(work: Path) -> None:
     for row, t in zip(rows, turns, strict=True):
         for name in ("advantage", "advantage_traj", "advantage_turn"):
             assert row["extra_info"][name] == t[name]
+
+
+def test_trajectory_turn_weighting_reaches_the_corpus_and_the_rows(work: Path) -> None:
+    """export.turn_weighting: trajectory. q1/s-beta's two samples read 7 turns each, so
+    each weighs alike and the 14 turns pool: 11 x +1, 3 x -1, mean 4/7, std sqrt(33)/7;
+    +1 -> 3/sqrt(33), -1 -> -11/sqrt(33) at every t (under `row` the t's where both
+    samples agree are null). The sessions rows carry the setting to the group step."""
+    from grumem.stages.export import SESSIONS
+
+    export(sessions_inputs(work, alpha=0.5, turn_weighting="trajectory"))
+    by_id = _by_id(work / "corpus")
+    up, down = 3 / math.sqrt(33), -11 / math.sqrt(33)
+    for tid in (T2, "demo/q1/s-beta/1"):
+        for t in by_id[tid]["turns"]:
+            want = up if t["r_update"] == 1 else down
+            assert t["advantage_turn"] == pytest.approx(want, rel=1e-5)
+            assert t["advantage"] == pytest.approx(0.5 * t["advantage_traj"] + 0.5 * want, rel=1e-5)
+    # a group of one stays null under either rule
+    assert {t["advantage"] for t in by_id["demo/q1/s-alpha/0"]["turns"]} == {None}
+    rows = pq.read_table(work / "corpus" / SESSIONS).to_pylist()
+    assert {r["extra_info"]["turn_weighting"] for r in rows} == {"trajectory"}
 
 
 def test_cli_prints_summary(work: Path) -> None:
@@ -990,9 +1012,10 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
             4000,
         )
         assert info["template_sha256"] == sha256_text(GRU_MEM_TEMPLATE.read_text(encoding="utf-8"))
-        assert (info["alpha"], info["return_weights"]) == (
+        assert (info["alpha"], info["return_weights"], info["turn_weighting"]) == (
             0.9,
             {"r_update": 1.0, "r_exit": 1.0, "r_format": 1.0},
+            "row",
         )
         assert read_rollout_row(row).chunks[-1].t == len(session)
     # the hand count of fixtures/export/README.md: q1/s-beta's evidence at 2 and 5

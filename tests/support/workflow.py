@@ -255,7 +255,7 @@ PINNED_DEMO_CORPUS = {
     "turns.parquet rows": "89acad39df1857a941bc5bafb98e56e47083523056d6be5799d95e76c37c8141",
     "trajectories, any order": "f45b75fb34fdf34b82bc924152d2091fdbcc88e8fd3b0eb5f4b4af0f549f4aee",
     "parquet rows, any order": "a130edd8c19318c6799b42d637aabb8904748b03de6828be9015ca600f6f6ac5",
-    "sessions.parquet rows": "f3935e23f130a66d631a1f7b0d63c6ad659ac1bbf376b342547e85775bf996b5",
+    "sessions.parquet rows": "3cf2513cbe1e29f7e5fbc852919b4d2e9c5e7800c46d485772a2782f90b94022",
 }
 
 

@@ -25,6 +25,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grumem.core.advantages import ROW
 from grumem.core.chunk_text import Chunk
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
@@ -74,6 +75,7 @@ SESSIONS_SCHEMA = pa.schema(
                     ("template_sha256", pa.string()),
                     ("alpha", pa.float64()),
                     ("return_weights", _WEIGHTS),
+                    ("turn_weighting", pa.string()),
                 ]
             ),
         ),
@@ -101,6 +103,7 @@ class RowSettings:
     return_weights: ReturnWeights
     data_source: str
     ability: str
+    turn_weighting: str = ROW
 
 
 class SessionChunks:
@@ -181,6 +184,7 @@ def rollout_rows(
                 system=settings.system,
                 alpha=settings.alpha,
                 return_weights=settings.return_weights,
+                turn_weighting=settings.turn_weighting,
                 data_source=settings.data_source,
                 ability=settings.ability,
             )
