@@ -186,9 +186,15 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         help="print the Hydra overrides that train verl on a corpus with grumem's rewards",
     )
     add_required(
-        p, corpus="an export's directory, or its turns.parquet (sessions.parquet with --online)"
+        p,
+        corpus="an export's directory, or its turns.parquet (--online: its sessions file;"
+        " a directory with sessions-train.parquet and sessions-val.parquet gives both)",
     )
-    p.add_argument("--val-corpus", help="validation corpus (default: the training corpus)")
+    p.add_argument(
+        "--val-corpus",
+        help="validation corpus (default: turn level, the training corpus; --online, the"
+        " corpus's sessions-val.parquet, else required: never the training file)",
+    )
     p.add_argument(
         "--online",
         action="store_true",
@@ -198,6 +204,37 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         "--rollout-n",
         type=int,
         help="--online: rollouts of a row, the advantages' group (default 4, at least 2)",
+    )
+    p.add_argument(
+        "--level",
+        choices=("L1", "L2"),
+        help="--online: the rollouts' level (L2 stops at the policy's exit gate; default:"
+        " each row's, the export's loop.level)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        help="--online: sessions rows a training step, data.train_batch_size (default 32, or"
+        " every training row when fewer); each gives rollout-n rollouts of one training row"
+        " per turn",
+    )
+    p.add_argument(
+        "--mini-batch",
+        type=int,
+        help="--online: sessions rows an optimiser step (default: the batch, one step a"
+        " batch); a divisor of the batch. verl counts actor.ppo_mini_batch_size in training"
+        " rows (x rollout.n), and a grumem row is a turn: it is printed as this times the"
+        " turns a row reads (its chunks, rounded up)",
+    )
+    p.add_argument(
+        "--save-freq",
+        type=int,
+        help="--online: a checkpoint every N steps, and at the last (default: once an epoch)",
+    )
+    p.add_argument(
+        "--test-freq",
+        type=int,
+        help="--online: validate every N steps, and at the last (default: once an epoch)",
     )
     p.add_argument(
         "--max-prompt-length",

@@ -61,3 +61,47 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
+
+
+SPLIT_FILES = {s: f"sessions-{s}.parquet" for s in ("train", "val", "test")}
+
+
+def split_rows(
+    rows: list[dict[str, Any]], val_sessions: int = 2
+) -> dict[str, list[dict[str, Any]]]:
+    """The rows by split, the last `val_sessions` sessions (sorted) held out as val, each
+    row's extra_info.split saying which and its index its place in its split."""
+    sessions = sorted({r["extra_info"]["session"] for r in rows})
+    held_out = set(sessions[len(sessions) - val_sessions :])
+    out: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    for r in rows:
+        split = "val" if r["extra_info"]["session"] in held_out else "train"
+        info = {**r["extra_info"], "split": split, "index": len(out[split])}
+        out[split].append({**r, "extra_info": info})
+    return out
+
+
+def write_split_files(
+    corpus: Path, rows: list[dict[str, Any]], val_sessions: int = 2
+) -> dict[str, Path]:
+    """The export's sessions files with a split: sessions.parquet (every row) and
+    sessions-train.parquet and sessions-val.parquet beside it (split_rows)."""
+    by_split = split_rows(rows, val_sessions)
+    corpus.mkdir(parents=True, exist_ok=True)
+    every = [
+        {**r, "extra_info": {**r["extra_info"], "index": i}}
+        for i, r in enumerate(by_split["train"] + by_split["val"])
+    ]
+    out = {"all": write_rows(corpus / "sessions.parquet", every)}
+    for split, mine in by_split.items():
+        out[split] = write_rows(corpus / SPLIT_FILES[split], mine)
+    return out
+
+
+def derive_split_files(corpus: Path) -> None:
+    """sessions-train.parquet and sessions-val.parquet beside an exported sessions.parquet
+    that has none (split_rows over its rows); an export that writes them is left as it is."""
+    if (corpus / SPLIT_FILES["train"]).exists():
+        return
+    for split, mine in split_rows(read_rows(corpus / "sessions.parquet")).items():
+        write_rows(corpus / SPLIT_FILES[split], mine)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from support.harness import start_fake_server
+from support.rollout_rows import derive_split_files
 from support.workflow import FAKE_DEMO, REPO, snakemake, write_config
 
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
@@ -37,7 +38,7 @@ def smollm2_gguf() -> Path:
 
 def exported_demo_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo through the workflow against the fake server, loop.samples 2: its
-    exported corpus directory (sessions.parquet beside turns.parquet)."""
+    exported corpus directory (sessions.parquet and its split files beside turns.parquet)."""
     server = start_fake_server(samples2_script(), tmp_path_factory.mktemp("fake-server"))
     try:
         overlay = yaml.safe_load((REPO / "fixtures/demo/config-samples2.yaml").read_text())
@@ -45,4 +46,6 @@ def exported_demo_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -
         snakemake(work, "all")
     finally:
         server.stop()
-    return work / "results/demo/corpus"
+    corpus = work / "results/demo/corpus"
+    derive_split_files(corpus)
+    return corpus

@@ -72,11 +72,13 @@ class GrumemAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl's class: Any
         self.tokens = cl100k_tokens()
         self.prompt_length: int = self.rollout_config.prompt_length
         self.response_length: int = self.rollout_config.response_length
+        # `grumem verl-config --level` (++grumem.level): the rollouts' level over the rows'
+        self.level: str | None = (self.config.get("grumem") or {}).get("level")
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[TurnOutput]:
         row = read_rollout_row(kwargs)
         turns = row_turns(row, rollout_builder(row, self.template, self.tokens))
-        loop = TurnLoop(turns, rollout_rules(row, self.tokens))
+        loop = TurnLoop(turns, rollout_rules(row, self.tokens, self.level))
         request_id = uuid4().hex  # one a rollout: its turns share the template's prefix
         outputs: list[TurnOutput] = []
         for step in loop:

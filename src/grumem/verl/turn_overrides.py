@@ -13,11 +13,11 @@ function (verl loads it by path; grumem must be installed where verl runs, the
 from __future__ import annotations
 
 import inspect
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from grumem.errors import GrumemError
+from grumem.verl.online_overrides import hydra_value, shell_lines
 
 TURNS = "turns.parquet"  # the export's file name (grumem.stages.export.TURNS)
 MAX_PROMPT_LENGTH = 32768 - 2048
@@ -38,17 +38,18 @@ def turn_overrides(
     max_response_length: int = MAX_RESPONSE_LENGTH,
     reward_kwargs: Mapping[str, float] | None = None,
 ) -> list[str]:
-    """The overrides, shell-quoted. `corpus` is an export's directory (or its
-    turns.parquet); it must exist, or the trainer would fail much later."""
+    """The overrides, shell-quoted (and a value Hydra would misread quoted for it).
+    `corpus` is an export's directory (or its turns.parquet); it must exist, or the
+    trainer would fail much later."""
     train = corpus_file(corpus, TURNS, "--corpus")
     val = train if val_corpus is None else corpus_file(val_corpus, TURNS, "--val-corpus")
     out = [
-        f"data.train_files={train}",
-        f"data.val_files={val}",
+        f"data.train_files={hydra_value(str(train))}",
+        f"data.val_files={hydra_value(str(val))}",
         "data.prompt_key=prompt",
         f"data.max_prompt_length={max_prompt_length}",
         f"data.max_response_length={max_response_length}",
-        f"reward.custom_reward_function.path={reward_function_path()}",
+        f"reward.custom_reward_function.path={hydra_value(str(reward_function_path()))}",
         "reward.custom_reward_function.name=compute_score",
     ]
     # the trainer's config has no reward_kwargs key: Hydra adds it with `+`
@@ -56,7 +57,7 @@ def turn_overrides(
         f"+reward.custom_reward_function.reward_kwargs.{k}={v}"
         for k, v in (reward_kwargs or {}).items()
     ]
-    return [shlex.quote(o) for o in out]
+    return shell_lines(out)
 
 
 def corpus_file(corpus: str | Path, name: str, option: str) -> Path:
