@@ -2,7 +2,8 @@
 
 Targets: `export` (the card's `snakemake export`): every project's corpus under
 results/{project}/corpus/; `all` (the default): the corpus, and the plots and the
-trajectory viewer under results/{project}/report/
+trajectory viewer under results/{project}/report/; `train`: verl's trainer on the
+training split of every project with a `train:` section, under results/{project}/train/
 """
 
 from snakemake.exceptions import WorkflowError
@@ -52,11 +53,19 @@ include: "workflow/rules/kappa.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/report_plots.smk"
 include: "workflow/rules/report_viewer.smk"
+include: "workflow/rules/train.smk"
 
 
 rule export:
     input:
         all_corpus_files(),
+    localrule: True
+
+
+# every project that has a `train:` section: verl's trainer on its training split
+rule train:
+    input:
+        expand(rules.train_project.output, project=TRAIN_PROJECTS),
     localrule: True
 
 

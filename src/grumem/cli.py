@@ -255,40 +255,32 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.tools.verl_config:main")
 
 
-def add_verl_cpu(sub: argparse._SubParsersAction) -> None:
+def add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "verl-cpu",
-        help="train the loop online with verl's own trainer on this CPU (the embedded backend)",
+        "train",
+        help="stage `train`: verl's own trainer with grumem's online loop on a project's split",
     )
-    p.add_argument("--corpus", required=True, help="an export's directory, or its sessions.parquet")
-    p.add_argument("--out", required=True, help="the run's directory: metrics.jsonl, checkpoints/")
-    p.add_argument(
-        "--model",
-        default=None,
-        help="an HF model folder, or a GGUF to convert (default: the demo's SmolLM2-135M)",
+    add_settings_arguments(p, connection=False)
+    add_required(
+        p,
+        project="the project (its train section, its name in verl's logs)",
+        train="the training split (sessions-train.parquet)",
+        val="the validation split (sessions-val.parquet), never the training file",
+        out_dir="the run's directory: config.yaml, command.txt, metrics.jsonl, checkpoints/",
     )
-    p.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
-    p.add_argument("--batch", type=int, default=2, help="sessions rows a step (default 2)")
-    p.add_argument("--rollouts", type=int, default=2, help="rollouts of a row (default 2)")
-    p.add_argument("--max-prompt-tokens", type=int, default=2048, help="policy tokens (2048)")
-    p.add_argument("--max-response-tokens", type=int, default=128, help="policy tokens (128)")
-    p.add_argument("--lr", type=float, default=1e-6, help="the actor's learning rate (1e-6)")
     p.add_argument(
-        "--grammar",
-        choices=("gate",),
+        "--python",
         default=None,
-        help="draw every answer under the gate grammar (log-probs stay the policy's)",
+        help="the interpreter with verl 0.9.1 and grumem (default: train.python, else"
+        " .venv-verl/bin/python)",
     )
     p.add_argument(
         "--print",
         dest="print_only",
         action="store_true",
-        help="print the command line (environment first) instead of running it",
+        help="print the trainer's command line (the variables grumem sets first), run nothing",
     )
-    p.add_argument(
-        "overrides", nargs="*", help="more Hydra overrides for verl's trainer (they win)"
-    )
-    p.set_defaults(handler="grumem.tools.verl_cpu:main")
+    p.set_defaults(handler="grumem.stages.train:main")
 
 
 TRANSCRIPT_FORMATS: tuple[str, ...] = ("auto", "claude-code", "mini-swe-agent", "swe-agent")
@@ -506,7 +498,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_kappa,
     add_export,
     add_verl_config,
-    add_verl_cpu,
+    add_train,
     add_chunk,
     add_discover,
     add_redact,

@@ -80,7 +80,8 @@ def snakemake(
         "2",
         *args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), **kwargs)
+    environ = kwargs.pop("env", None) or env()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, **kwargs)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"

@@ -121,7 +121,7 @@ def test_online_settings_in_sessions_rows(tmp_path) -> None:
     assert "data.train_batch_size=4" in lines
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=10" in lines  # 2 rows x 5 turns
     assert (lines[-4], lines[-3]) == ("trainer.save_freq=3", "trainer.test_freq=2")
-    assert lines[-1] == "++grumem.level=L2"  # the agent loop's level over the rows'
+    assert lines[-1] == "++grumem_level=L2"  # the agent loop's level over the rows'
 
 
 def test_online_checks_name_the_numbers(tmp_path) -> None:

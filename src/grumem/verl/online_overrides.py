@@ -44,7 +44,7 @@ BATCH = 32  # sessions rows a step, or every training row when there are fewer
 MANAGER = "grumem.verl.worker.GrumemAgentLoopManager"
 ESTIMATOR = "grumem"  # grumem.verl.estimator.ESTIMATOR, named here without importing verl
 SAMPLER = ("pkg://grumem.verl.sampler", "GrumemReplayBuffer")
-LEVEL_KEY = "grumem.level"  # read by the agent loop: the rollouts' level over the rows'
+LEVEL_KEY = "grumem_level"  # read by the agent loop: the rollouts' level over the rows'
 LEVELS = ("L1", "L2")
 
 
