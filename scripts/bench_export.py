@@ -240,7 +240,7 @@ def run_export(work: Path, profile: str | None = None) -> dict:
         "dt = time.perf_counter() - t0\n"
         "u = resource.getrusage(resource.RUSAGE_SELF)\n"
         "p and p.dump_stats(prof)\n"
-        "print(json.dumps({'turns': s['turns'], 'seconds': dt, 'peak_rss_kib': u.ru_maxrss,"
+        "print(json.dumps({'turns': s.turns, 'seconds': dt, 'peak_rss_kib': u.ru_maxrss,"
         " 'cpu_s': u.ru_utime + u.ru_stime}))\n"
     )
     out = subprocess.run(

@@ -34,6 +34,7 @@ from grumem.config.settings import load_queries
 from grumem.core.advantages import ALPHA
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import ABILITY, rollout_row
+from grumem.core.split import Split
 from grumem.core.template import Budget
 from grumem.corpus.rollout_rows import (
     RowSettings,
@@ -45,6 +46,7 @@ from grumem.io.labels import load_labels
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.records.return_weights import EQUAL_WEIGHTS
+from grumem.records.rollout_row import RolloutRow
 from grumem.verl.rollout import without_chunk_texts
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
@@ -60,10 +62,12 @@ def demo_rows() -> list[dict[str, Any]]:
         return_weights=EQUAL_WEIGHTS,
         data_source="grumem",
         ability=ABILITY,
+        split=Split(),
     )
     queries = load_queries(DEMO / "queries.yaml")
     labels = load_labels(DEMO / "labels.jsonl")
-    return list(rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings))
+    rows = rollout_rows("demo", queries, SessionChunks([DEMO / "chunks"]), labels, settings)
+    return [row.to_dict() for row in rows]  # the JSON values verl's dataset holds
 
 
 def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str, Any]:
@@ -90,12 +94,13 @@ def long_row(template_row: dict[str, Any], chunks: int, tokens: int) -> dict[str
         level=info["level"],
         budget=Budget(),
         template_sha256=info["template_sha256"],
-    )
+        split="train",
+    ).to_dict()
 
 
 def parquet_bytes(rows: list[dict[str, Any]]) -> int:
     buffer = io.BytesIO()
-    write_rollout_rows(buffer, rows)
+    write_rollout_rows(buffer, [RolloutRow.convert(row) for row in rows])
     return buffer.tell()
 
 

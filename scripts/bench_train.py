@@ -90,7 +90,8 @@ def bench(n: int, args: argparse.Namespace, model: Path, work: Path) -> dict[str
         ).returncode
     wall = time.monotonic() - started
     if code != 0:
-        print(f"n={n}: the trainer failed ({code}); its log: {out / 'trainer.log'}")
+        tail = (out / "trainer.log").read_text(errors="replace").splitlines()[-40:]
+        print(f"n={n}: the trainer failed ({code}); the end of its log:", *tail, sep="\n")
         return None
     last: dict[str, float] = {}
     for line in metrics.read_text().splitlines():

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.export import exported_trajectories, work_dir
 from support.harness import FakeServerProcess, start_fake_server
 
 # ------------------------------------------------------------------ helpers
@@ -60,3 +62,18 @@ def module_fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fak
     server = start_fake_server({"replies": []}, tmp_path_factory.mktemp("fake-server"))
     yield server
     server.stop()
+
+
+# ----------------------------------------------------------- the export's fixture
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """fixtures/export/ copied to a temporary directory, with its kappa.json."""
+    return work_dir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """fixtures/export/'s trajectories as exported, plus one with a re-ask and an abort."""
+    return exported_trajectories(tmp_path_factory.mktemp("export"))

@@ -187,13 +187,13 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
     )
     add_required(
         p,
-        corpus="an export's directory, or its turns.parquet (--online: its sessions file;"
-        " a directory with sessions-train.parquet and sessions-val.parquet gives both)",
+        corpus="an export's directory (its train split, turns-train.parquet; sessions-train"
+        ".parquet with --online), or a parquet file to train on",
     )
     p.add_argument(
         "--val-corpus",
-        help="validation corpus (default: turn level, the training corpus; --online, the"
-        " corpus's sessions-val.parquet, else required: never the training file)",
+        help="an export's directory (its val split) or a file to validate on (default: the"
+        " corpus's val split)",
     )
     p.add_argument(
         "--online",

@@ -24,6 +24,7 @@ do. The hierarchy, by what went wrong:
     ├── EmbeddedTrainError              the embedded (CPU) training backend cannot start
     ├── TrainPlanError (ValueError)     training settings the dataset or verl cannot run
     ├── RolloutRowError (ValueError)    a sessions.parquet row that cannot be built or run
+    ├── SplitError (ValueError)         split fractions that are no split, or a split needed empty
     ├── EndpointError                   llm.base_url cannot be used as given
     ├── RequestError (ValueError)       a request body that cannot be built or sent
     ├── GrammarUnsupported              a grammar asked of a server kind that takes none
@@ -196,6 +197,16 @@ class ExportRefused(GrumemError):
 
 class RolloutRowError(GrumemError, ValueError):
     """A sessions row that cannot be built or run: what is wrong, in which field, what to do."""
+
+
+class SplitError(GrumemError, ValueError):
+    """Train / val / test fractions that are not fractions summing to 1 (`field`: the one
+    at fault, None for the sum), or a split a consumer needs that holds no row."""
+
+    def __init__(self, field: str | None, why: str):
+        self.field = field
+        self.why = why
+        super().__init__(f"split.{field} {why}" if field else f"split: {why}")
 
 
 class UnknownFormatError(GrumemError, ValueError):

@@ -78,3 +78,26 @@ def test_prompts_bad_queries_files(tmp_path: Path) -> None:
     dup.write_text("queries:\n  - {id: a, question: x}\nqueries:\n  - {id: b, question: y}\n")
     err = one_line_error(prompts(tmp_path, "--queries", str(dup), str(CHUNK)))
     assert f"{dup}:3: bad YAML: duplicate key 'queries' (first on line 1)" in err
+
+
+@pytest.mark.parametrize("command", ["responses", "judge"])
+def test_progress_log_cannot_be_an_input(tmp_path: Path, command: str, capsys) -> None:
+    """`--log` is a progress log only; naming an input there is refused
+    before anything runs, and the input keeps its bytes."""
+    from grumem.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"not": "a prompt"}\n', encoding="utf-8")
+    before = prompts.read_bytes()
+    if command == "responses":
+        args = ["responses", "--settings", "{}", "--prompts", str(prompts)]
+        args += ["--out", str(tmp_path / "out.jsonl")]
+    else:
+        args = ["judge", "--settings", "{}", "--project", "p", "--queries", str(prompts)]
+        args += ["--out", str(tmp_path / "l.jsonl"), "--unparsed", str(tmp_path / "u.jsonl")]
+    tail = [str(prompts)] if command == "judge" else []
+    assert main([*args, "--log", str(prompts), *tail]) == 1
+    err = capsys.readouterr().err
+    assert f"--log {prompts} is also" in err and "a file of its own" in err
+    assert prompts.read_bytes() == before
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "l.jsonl").exists()

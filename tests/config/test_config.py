@@ -310,3 +310,66 @@ def test_queries_are_checked_by_compiled_code_that_agrees_with_the_reference(dat
             validate(doc, "queries", "q.yaml")
         assert (e.field, e.why) == (ref.value.field, ref.value.why)
     assert fast == reference, doc
+
+
+# ---------------------------------------------------------------- split
+
+
+def _with_split(top: dict | None = None, project: dict | None = None) -> dict:
+    demo = {"chunks": "c/*.jsonl", "queries": "q.yaml"}
+    if project is not None:
+        demo["split"] = project
+    return {"projects": {"demo": demo}, **({} if top is None else {"split": top})}
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "why"),
+    [
+        (
+            _with_split({"train": 0.9}),
+            "split",
+            "the fractions train 0.9 + val 0.1 + test 0.1 sum to 1.1, not 1",
+        ),
+        (
+            _with_split(project={"train": 0.5, "val": 0.2, "test": 0.2}),
+            "projects.demo.split",
+            "the fractions train 0.5 + val 0.2 + test 0.2 sum to 0.9, not 1",
+        ),
+        (_with_split({"train": 1.5}), "split.train", "1.5 is greater than the maximum of 1"),
+        (_with_split(project={"test": -0.1}), "projects.demo.split.test", "less than the minimum"),
+        (_with_split({"seed": 1.5}), "split.seed", "1.5 is not of type 'integer'"),
+        (_with_split({"dev": 0.1}), "split", "'dev' was unexpected"),
+    ],
+)
+def test_a_bad_split_is_refused_naming_the_field(config: dict, field: str, why: str) -> None:
+    with pytest.raises(RecordError, match=re.escape(why)) as e:
+        validate_config(config, "config.yaml")
+    assert e.value.field == field
+
+
+def test_a_projects_split_replaces_the_top_levels() -> None:
+    from grumem.config.settings import project_split
+
+    config = validate_config(
+        _with_split({"train": 0.5, "val": 0.5, "test": 0, "seed": 9}, {"seed": 3}), "c"
+    )
+    # what the project leaves out takes the schema's default, not the top level's value
+    assert project_split(config, "demo") == {"train": 0.8, "val": 0.1, "test": 0.1, "seed": 3}
+    config = validate_config(_with_split({"train": 0.5, "val": 0.5, "test": 0}), "c")
+    assert project_split(config, "demo") == {"train": 0.5, "val": 0.5, "test": 0, "seed": 0}
+    assert validate_config(_with_split(), "c")["split"] == {
+        "train": 0.8,
+        "val": 0.1,
+        "test": 0.1,
+        "seed": 0,
+    }
+
+
+def test_a_rules_settings_with_a_bad_split_are_refused() -> None:
+    from grumem.config.settings import settings_from_json
+
+    with pytest.raises(RecordError, match=r"--settings: field 'split' the fractions"):
+        settings_from_json('{"split": {"val": 0.3}}')
+    assert settings_from_json('{"split": {"train": 0.7, "val": 0.2, "test": 0.1}}')["split"][
+        "train"
+    ] == pytest.approx(0.7)

@@ -26,15 +26,15 @@ def test_a_body_that_is_not_utf8_is_recorded_losslessly() -> None:
     assert attempt["sha256"] == sha256_bytes(NOT_UTF8)
     assert base64.b64decode(attempt["body_b64"]) == NOT_UTF8
     assert "\ufffd" in attempt["body"]  # still readable
-    assert response_bytes(attempt) == NOT_UTF8
-    assert check_response("r.jsonl", 3, attempt) == NOT_UTF8
+    assert response_bytes(Attempt.convert(attempt)) == NOT_UTF8
+    assert check_response("r.jsonl", 3, Attempt.convert(attempt)) == NOT_UTF8
     _attempt_validator().validate(attempt)  # response.schema.yaml's attempt
     # a valid UTF-8 body has no body_b64: the record is unchanged for it
     plain = attempt_record(
         1, Outcome(200, b'{"a": "\xc3\xa9"}', None), 0.1, None, "http://127.0.0.1:9/v1"
     )
     assert "body_b64" not in plain and plain["body"] == '{"a": "\u00e9"}'
-    assert check_response("r.jsonl", 3, plain) == b'{"a": "\xc3\xa9"}'
+    assert check_response("r.jsonl", 3, Attempt.convert(plain)) == b'{"a": "\xc3\xa9"}'
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_an_edited_lossless_body_fails_naming_the_line(edit, field) -> None:
         attempt_record(1, Outcome(502, NOT_UTF8, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
     )
     with pytest.raises(RecordError) as e:
-        check_response("r.jsonl", 7, attempt)
+        check_response("r.jsonl", 7, Attempt.convert(attempt))
     assert (e.value.path, e.value.line) == ("r.jsonl", 7)
     assert e.value.field == (field or "response.sha256")
 
@@ -65,10 +65,10 @@ def test_an_edited_lossless_body_fails_naming_the_line(edit, field) -> None:
 def test_content_comes_from_the_raw_bytes() -> None:
     body = b'{"choices": [{"message": {"content": "<check>yes</check>"}, "finish_reason": "stop"}]}'
     attempt = attempt_record(1, Outcome(200, body, None), 0.1, None, "http://127.0.0.1:9/v1")
-    assert recorded_content("r.jsonl", 1, attempt) == "<check>yes</check>"
+    assert recorded_content("r.jsonl", 1, Attempt.convert(attempt)) == "<check>yes</check>"
     # a 200 that is not UTF-8 is no chat completion, in the loop and in the export alike
     bad = attempt_record(1, Outcome(200, NOT_UTF8, None), 0.1, None, "http://127.0.0.1:9/v1")
-    assert recorded_content("r.jsonl", 1, bad) is None
+    assert recorded_content("r.jsonl", 1, Attempt.convert(bad)) is None
     gate = interpret(Attempt.convert(bad))
     assert gate.parsed is False and gate.content is None
     assert gate.parse_error is not None and gate.parse_error.tag == "response"

@@ -501,7 +501,7 @@ def test_readers_that_pass_over_bad_json_pass_over_deep_json(tmp_path: Path, dep
     chunks = tmp_path / "c.jsonl"
     good = dumps({"session": "s1", "index": 0, "records": []})
     chunks.write_text(f'{good}\n{{"session": "s2", "x": {nested}}}\n', encoding="utf-8")
-    sessions = [r["session"] for r in session_index([chunks])]
+    sessions = [r.session for r in session_index([chunks])]
     assert sessions == (["s1"] if depth >= LIMIT else ["s1", "s2"])
 
 

@@ -1,7 +1,7 @@
-"""mypy's configuration (pyproject's [tool.mypy], run by `make lint`): core/, records/
-and verl/ get every flag --strict sets. The override lists them one by one (a `strict =
-true` in an override would make every module strict), so a mypy that adds a flag to
---strict must not leave them short of it."""
+"""mypy's configuration (pyproject's [tool.mypy], run by `make lint`): core/, corpus/, io/,
+records/ and verl/ get every flag --strict sets. The override lists them one by one (a
+`strict = true` in an override would make every module strict), so a mypy that adds a
+flag to --strict must not leave them short of it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ def strict_flags(help_text: str) -> set[str]:
     return {f.replace("-", "_") for f in re.findall(r"--([a-z-]+)", listed)}
 
 
-def test_core_records_and_verl_get_every_strict_flag() -> None:
+STRICT = {"grumem.core.*", "grumem.corpus.*", "grumem.io.*", "grumem.records.*", "grumem.verl.*"}
+
+
+def test_core_corpus_io_records_and_verl_get_every_strict_flag() -> None:
     help_text = subprocess.run(
         [str(MYPY), "--help"], capture_output=True, text=True, check=True, timeout=60
     ).stdout
@@ -37,6 +40,6 @@ def test_core_records_and_verl_get_every_strict_flag() -> None:
     for section in mypy["overrides"]:
         assert "strict" not in section, "strict = true in an override applies to every module"
     (strict,) = [o for o in mypy["overrides"] if "grumem.core.*" in o["module"]]
-    assert {"grumem.core.*", "grumem.records.*", "grumem.verl.*"} <= set(strict["module"])
+    assert set(strict["module"]) == STRICT
     on = {k for k, v in {**mypy, **strict}.items() if v is True}
     assert flags - on == set()

@@ -22,6 +22,8 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     from grumem.core.json_text import dumps, sha256_text
     from grumem.core.template import memory_text
     from grumem.io.jsonl import write_jsonl
+    from grumem.io.typed import write_records
+    from grumem.records.prompt import PromptRecord
     from grumem.stages.prompts import plan
 
     chunks = tmp_path / "s.jsonl"
@@ -32,10 +34,10 @@ def _one_turn_recording(tmp_path, response: dict) -> tuple:
     )
     [p] = plan("p", [str(chunks)], [{"id": "q", "question": "What?"}], load_prompt_builder(), 1)
     prompts = tmp_path / "prompts.jsonl"
-    write_jsonl(prompts, [p], "prompt")
-    user = p["prefix"] + memory_text(None) + p["suffix"]
+    write_records(prompts, [p], PromptRecord)
+    user = p.prefix + memory_text(None) + p.suffix
     body = dumps({"model": "m", "messages": [{"role": "user", "content": user}]})
-    base = {"trajectory_id": p["trajectory_id"], "t": 1, "chunk_sha": p["chunk_sha"]}
+    base = {"trajectory_id": p.trajectory_id, "t": 1, "chunk_sha": p.chunk_sha}
     exchange = {
         "kind": "exchange",
         **base,
@@ -76,7 +78,8 @@ def test_gates_check_every_recorded_body_through_the_same_function(tmp_path, raw
     attempt = attempt_record(1, Outcome(502, raw, "HTTP 502"), 0.1, None, "http://127.0.0.1:9/v1")
     prompts, responses = _one_turn_recording(tmp_path, attempt)
     [gate] = list(regate(prompts, responses))
-    assert gate["parsed"] is False and gate["parse_error"]["tag"] == "response"
+    assert gate.parsed is False and gate.parse_error is not None
+    assert gate.parse_error.tag == "response"
 
     prompts, responses = _one_turn_recording(tmp_path, edit(attempt))
     with pytest.raises(RecordError) as e:

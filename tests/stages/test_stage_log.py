@@ -14,7 +14,9 @@ from grumem.core.loop import user_message
 from grumem.errors import RecordError
 from grumem.io.jsonl import write_jsonl
 from grumem.io.template_files import load_prompt_builder
+from grumem.io.typed import write_records
 from grumem.llm.attempt import Outcome, attempt_record
+from grumem.records.gate import GateRecord
 from grumem.records.prompt import PromptRecord
 from grumem.stages.gates import regate
 from grumem.stages.log import join
@@ -55,10 +57,10 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
         responses.append(
             {
                 "kind": "exchange",
-                "trajectory_id": p["trajectory_id"],
+                "trajectory_id": p.trajectory_id,
                 "t": t,
                 "ask": ask,
-                "chunk_sha": p["chunk_sha"],
+                "chunk_sha": p.chunk_sha,
                 "memory_before": memory,
                 "request": {"body": body, "sha256": sha256_text(body)},
                 "response": attempt,
@@ -69,27 +71,23 @@ def recorded_shard(tmp_path: Path) -> tuple[Path, Path, Path]:
         if (t, ask) == (1, 1):
             memory = "M1"
     paths = tmp_path / "prompts.jsonl", tmp_path / "responses.jsonl", tmp_path / "gates.jsonl"
-    write_jsonl(paths[0], prompts, "prompt")
+    write_records(paths[0], prompts, PromptRecord)
     write_jsonl(paths[1], responses, "response")
-    write_jsonl(paths[2], regate(paths[0], paths[1]), "gate")
+    write_records(paths[2], regate(paths[0], paths[1]), GateRecord)
     return paths
 
 
 def test_one_line_per_turn_with_its_earlier_asks_and_the_memory_chain(tmp_path: Path) -> None:
     shard = [tuple(map(str, recorded_shard(tmp_path)))]
-    lines = [line.to_dict() for line in join(shard, "L1", "m")]
-    write_jsonl(tmp_path / "log.jsonl", lines, "log")  # the log schema holds
-    assert [(x["t"], x["asks"], x["status"]) for x in lines] == [(1, 2, "ok"), (2, 1, "ok")]
+    lines = list(join(shard, "L1", "m"))
+    write_jsonl(tmp_path / "log.jsonl", [x.to_dict() for x in lines], "log")  # the schema holds
+    assert [(x.t, x.asks, x.status) for x in lines] == [(1, 2, "ok"), (2, 1, "ok")]
     first, second = lines
-    assert [a["ask"] for a in first["earlier_asks"]] == [0]
-    assert first["earlier_asks"][0]["parsed"] is False
-    assert (first["parsed"], first["update_gate"], first["memory_after"]) == (True, True, "M1")
-    assert (second["memory_before"], second["update_gate"], second["exit_gate"]) == (
-        "M1",
-        False,
-        True,
-    )
-    assert second["memory_after"] == "M1"  # U=false keeps M_{t-1}
+    assert [a.ask for a in first.earlier_asks] == [0]
+    assert first.earlier_asks[0].parsed is False
+    assert (first.parsed, first.update_gate, first.memory_after) == (True, True, "M1")
+    assert (second.memory_before, second.update_gate, second.exit_gate) == ("M1", False, True)
+    assert second.memory_after == "M1"  # U=false keeps M_{t-1}
 
 
 def test_a_missing_gate_record_is_an_error_naming_the_gates_file(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Run by tests/test_corpus_card.py with .venv-verl's python (it has Hugging Face's
+"""Run by tests/corpus/test_card.py with .venv-verl's python (it has Hugging Face's
 `datasets`, the main venv does not): load an export's directory as the Hub would,
 through its README.md's configs.
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from grumem.core.json_text import dumps
 from grumem.corpus.log_reader import TRAJECTORY_FIELDS
-from grumem.corpus.turn_rows import ADVANTAGES, row_size
+from grumem.corpus.turn_rows import ADVANTAGES, turn_rows, turn_size
 from grumem.io.jsonl import read_jsonl
-from grumem.stages.export import (
-    ExportInputs,
-)
+from grumem.records.trajectory import Trajectory
+from grumem.stages.export import TRAJECTORIES, ExportInputs, export
 from grumem.stages.kappa import run_kappa
 from support.checkout import FIXTURES_DIR
 
@@ -31,6 +34,89 @@ def calibrate(work: Path) -> None:
         queries_path=FIXTURE / "queries.yaml",
         chunk_paths=[work / "chunks.jsonl"],
     )
+
+
+T2 = "demo/q1/s-beta/0"  # the a4 trajectory, with the unparsed turn at t=3
+
+
+def work_dir(tmp_path: Path) -> Path:
+    """The fixture copied to `tmp_path`, with its kappa.json (the `work` fixture)."""
+    for name in FILES:
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    calibrate(tmp_path)
+    return tmp_path
+
+
+def exported_trajectories(work: Path) -> list[dict[str, Any]]:
+    """The fixture's trajectories as exported, plus one with a re-ask and an abort (the
+    `corpus` fixture)."""
+    work_dir(work)
+    export(inputs(work))
+    records = trajectories(work / "corpus")
+    extra = copy.deepcopy(records[0])
+    turn = extra["turns"][0]
+    turn["earlier_asks"] = [
+        {
+            "ask": 0,
+            "request_sha256": "x",
+            "response": None,
+            "parsed": False,
+            "parse_error": {"tag": "response", "reason": "no answer", "raw": ""},
+        }
+    ]
+    extra["aborted"] = {"t": 3, "reason": "budget", "component": "section"}
+    extra["r_exit"], extra["r_exit_reason"] = None, "aborted"
+    return [*records, extra]
+
+
+def trajectories(out: Path) -> list[dict[str, Any]]:
+    return list(read_jsonl(out / TRAJECTORIES, "trajectory"))
+
+
+def by_id(out: Path) -> dict[str, dict[str, Any]]:
+    return {t["trajectory_id"]: t for t in trajectories(out)}
+
+
+def exported(work: Path) -> Path:
+    export(inputs(work))
+    return work / "corpus"
+
+
+def assert_nothing_written(out: Path) -> None:
+    assert not out.exists() or list(out.iterdir()) == [], list(out.iterdir())
+
+
+def sessions_inputs(work: Path, out: str = "corpus", **kw: Any) -> ExportInputs:
+    """The export given what sessions.parquet needs: the queries, chunks and project."""
+    return inputs(
+        work,
+        out,
+        chunks=(str(work / "chunks.jsonl"),),
+        queries=str(FIXTURE / "queries.yaml"),
+        project="demo",
+        **kw,
+    )
+
+
+def export_command(work: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`grumem export` of the fixture to `out` in a process of its own, as a job runs it."""
+    settings = '{"export": {"min_kappa": 0.6, "data_source": "demo"}}'
+    args = ["export", "--turn-log", str(work / "log.jsonl"), "--labels", str(work / "labels.jsonl")]
+    args += ["--kappa", str(work / "kappa.json"), "--settings", settings, "--out-dir", str(out)]
+    return subprocess.run(
+        [sys.executable, "-m", "grumem.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def drop_label(work: Path, query_id: str, sha: str) -> None:
+    """No label for (query_id, chunk sha) in the labels nor in the calibration, and the
+    κ of what is left (a pair the judge could not label has neither)."""
+    for name in ("labels.jsonl", "calibration.jsonl"):
+        lines = (work / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [x for x in lines if not (sha in x and f'"{query_id}"' in x)]
+        assert len(kept) == len(lines) - 1
+        (work / name).write_text("".join(kept), encoding="utf-8")
+    calibrate(work)
 
 
 def inputs(work: Path, out: str = "corpus", **kw) -> ExportInputs:
@@ -58,11 +144,12 @@ def rewrite_log(work: Path, edit) -> None:
 
 
 def verl_rows(
-    data_source: str, ability: str, traj: dict[str, Any], first_index: int
+    data_source: str, ability: str, record: Trajectory, first_index: int
 ) -> Iterator[tuple[dict[str, Any], int]]:
     """A trajectory's verl rows, one dict a turn, with their sizes: the oracle of the
     export's columnar build (grumem.corpus.turn_rows); `first_index` is its first
     row's place in the file."""
+    traj = record.to_dict()
     exit_gates = [turn["exit_gate"] for turn in traj["turns"]]
     # r_format of a new answer to turn t also needs every other recorded ask
     failures = sum(
@@ -71,7 +158,7 @@ def verl_rows(
     for i, turn in enumerate(traj["turns"]):
         others_parsed = failures - (not turn["parsed"]) == 0
         row = verl_row(data_source, ability, traj, turn, first_index + i, exit_gates, others_parsed)
-        yield row, row_size(turn)
+        yield row, turn_size(turn_rows(record, first_index)[i])
 
 
 def verl_row(
@@ -92,7 +179,7 @@ def verl_row(
         "ability": ability,
         "reward_model": {"style": "rule", "ground_truth": "yes" if turn["label"] else "no"},
         "extra_info": {
-            "split": "train",
+            "split": traj["split"],
             "index": index,
             "trajectory_id": traj["trajectory_id"],
             "t": turn["t"],

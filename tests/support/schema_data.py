@@ -205,3 +205,15 @@ class FromSchema:
 
 def from_schema(root: dict[str, Any], extras: bool = True) -> st.SearchStrategy[Any]:
     return FromSchema(root, extras)(root)
+
+
+def an_integral_float_in(value: Any) -> bool:
+    """Whether `value` holds a float with no fractional part (1.0): the schema's `integer`
+    takes it, a record class does not (no writer writes one)."""
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, dict):
+        return any(an_integral_float_in(v) for v in value.values())
+    if isinstance(value, list):
+        return any(an_integral_float_in(v) for v in value)
+    return False

@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from support.harness import start_fake_server
-from support.rollout_rows import derive_split_files
 from support.workflow import FAKE_DEMO, REPO, snakemake, write_config
 
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
@@ -52,6 +51,4 @@ def exported_demo_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -
         snakemake(work, "all")
     finally:
         server.stop()
-    corpus = work / "results/demo/corpus"
-    derive_split_files(corpus)
-    return corpus
+    return work / "results/demo/corpus"

@@ -14,8 +14,13 @@ from urllib.parse import quote, quote_plus
 
 import yaml
 
+SPLITS = ("train", "val", "test")
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "fixtures" / "demo"
+# the demo project's split, as config.yaml sets it
+DEMO_SPLIT = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))["projects"]["demo"][
+    "split"
+]
 
 
 def demo_project(**overrides: Any) -> dict[str, Any]:
@@ -24,6 +29,8 @@ def demo_project(**overrides: Any) -> dict[str, Any]:
         "queries": str(DEMO / "queries.yaml"),
         "labels": {"source": "file", "path": str(DEMO / "labels.jsonl")},
         "calibration": str(DEMO / "calibration.jsonl"),
+        # config.yaml's: 3 train, 1 val, 1 test session
+        "split": DEMO_SPLIT,
     }
     project.update(overrides)
     return project
@@ -235,6 +242,7 @@ def write_queries(path: Path, question: str = "What failed?") -> None:
 
 
 CORPUS = ("trajectories.jsonl", "turns.parquet", "sessions.parquet", "summary.json")
+CORPUS += tuple(f"{name}-{s}.parquet" for name in ("turns", "sessions") for s in SPLITS)
 
 
 def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
@@ -249,14 +257,14 @@ def corpus_bytes(work: Path, project: str = "demo") -> dict[str, bytes]:
 # puts the demo's files in other shards than `sorted`, and extra_info.index, a row's
 # place, follows); the order-free digests are the same under both rules.
 # sessions.parquet is pinned like turns.parquet; its rows are sorted by (session,
-# query_id), so no shard rule moves them.
+# query_id), so no shard rule moves them. The split files hold the same rows.
 PINNED_DEMO_CORPUS = {
-    "trajectories.jsonl": "cddb3fa52c1c7ec1cf86826b2606297ab8fe3cbb58d1df6df6fab610004708c3",
+    "trajectories.jsonl": "48a7f437519a6b95cfb5f9f0cc51307b41d528b0683dd22c80ef3b04fca2c345",
     "summary.json": "73cd03971803a7e357b7a4efe6e49df0fea631667741eb24f301caf8aead120a",
-    "turns.parquet rows": "89acad39df1857a941bc5bafb98e56e47083523056d6be5799d95e76c37c8141",
-    "trajectories, any order": "f45b75fb34fdf34b82bc924152d2091fdbcc88e8fd3b0eb5f4b4af0f549f4aee",
-    "parquet rows, any order": "a130edd8c19318c6799b42d637aabb8904748b03de6828be9015ca600f6f6ac5",
-    "sessions.parquet rows": "3cf2513cbe1e29f7e5fbc852919b4d2e9c5e7800c46d485772a2782f90b94022",
+    "turns.parquet rows": "1502eac9832df5f4570fa05ef75e2140d1b4bcf0787a6596e4bf83fa7d635175",
+    "trajectories, any order": "e9444131b1bd2a1f9f22492febea26c972565e38ee03ef2ed4f3a3797be04d1a",
+    "parquet rows, any order": "cd84ee74d3aed7f5c88543753bf463ad8da9f5a5daff19577522678136c93264",
+    "sessions.parquet rows": "fc5c90d85fdf7ead6fce4e4cea1d787712b52c4a2445ac372d54386fee496169",
 }
 
 

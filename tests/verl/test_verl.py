@@ -126,15 +126,17 @@ def test_verl_loads_the_corpus_and_scores_it_with_compute_score(tmp_path, fake_s
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["rows"] == 144, "RLHFDataset dropped rows"
-    assert seen["templated"] == 144
+    # data.train_files is the train split: demo-01, -02 and -03 (7 + 5 + 3 chunks) x 2
+    # queries x 2 samples
+    assert seen["rows"] == 60, "RLHFDataset dropped rows"
+    assert seen["templated"] == 60
     assert (seen["mismatch_count"], seen["mismatches"]) == (0, [])
     assert seen["pandas_mismatch_count"] == 0
     assert seen["has_chat_template"] and seen["vocab_size"] == 49152
     # verl's scores are the ones grumem computes for the same rows
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(corpus / "turns.parquet").to_pylist()
+    rows = pq.read_table(corpus / "turns-train.parquet").to_pylist()
     assert seen["scores"] == [
         compute_score(
             r["data_source"], r["extra_info"]["response"], r["reward_model"]["ground_truth"],

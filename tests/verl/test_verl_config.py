@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from grumem.core.split import Split
+from grumem.stages.export import export
+from support.export import FILES, FIXTURE, calibrate, inputs
 
 GRUMEM = str(Path(sys.executable).with_name("grumem"))
 
@@ -19,16 +28,17 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_prints_the_overrides_for_a_corpus(tmp_path) -> None:
     corpus = tmp_path / "my corpus"  # a space: the overrides are shell-quoted
     corpus.mkdir()
-    (corpus / "turns.parquet").write_bytes(b"")
+    for split in ("train", "val"):
+        pq.write_table(pa.table({"row": [1]}), corpus / f"turns-{split}.parquet")
     proc = run("--corpus", str(corpus), "--w-exit", "0.5")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     parsed = [shlex.split(line)[0] for line in lines]
-    turns = (corpus / "turns.parquet").resolve()
     path = parsed[5].removeprefix("reward.custom_reward_function.path=").strip("'")
     assert parsed == [
-        f"data.train_files='{turns}'",  # quoted for Hydra too: it would split at a comma
-        f"data.val_files='{turns}'",
+        # quoted for Hydra too: a space, and a comma would make a sweep
+        f"data.train_files='{(corpus / 'turns-train.parquet').resolve()}'",
+        f"data.val_files='{(corpus / 'turns-val.parquet').resolve()}'",
         "data.prompt_key=prompt",
         "data.max_prompt_length=30720",
         "data.max_response_length=2048",
@@ -46,12 +56,13 @@ def test_prints_the_overrides_for_a_corpus(tmp_path) -> None:
 def test_missing_corpus_fails_naming_it(tmp_path) -> None:
     proc = run("--corpus", str(tmp_path / "nope"))
     assert proc.returncode != 0
-    assert f"--corpus {tmp_path / 'nope'}: no turns.parquet there" in proc.stderr
+    assert f"--corpus {tmp_path / 'nope'}: no turns-train.parquet there" in proc.stderr
     assert proc.stdout == ""
 
 
 def write_sessions(corpus: Path, response: int = 1024) -> dict[str, Path]:
-    """The demo's rows with a split: 3 sessions to train on (6 rows), 2 held out (4)."""
+    """The demo's rows in their split files, as the export writes them: 3 sessions to
+    train on (6 rows, 30 chunks), 1 to validate on (2 rows), 1 to test on."""
     from grumem.core.template import Budget
     from support.rollout_rows import demo_rollout_rows, write_split_files
 
@@ -136,23 +147,19 @@ def test_online_checks_name_the_numbers(tmp_path) -> None:
     assert "mini-batch 4 does not divide the batch 6" in proc.stderr
 
 
-def test_online_never_validates_on_the_training_file(tmp_path) -> None:
+def test_online_never_trains_on_held_out_rows(tmp_path) -> None:
     files = write_sessions(tmp_path)
-    proc = run("--online", "--corpus", str(files["all"]))
-    assert proc.returncode != 0
-    assert "no sessions-val.parquet beside sessions.parquet, and no --val-corpus" in proc.stderr
-    proc = run("--online", "--corpus", str(files["all"]), "--val-corpus", str(files["all"]))
-    assert f"the training and validation files are both {files['all']}" in proc.stderr
     # every row, held-out ones too, is not a training file
     proc = run("--online", "--corpus", str(files["all"]), "--val-corpus", str(files["val"]))
-    assert "holds rows of split val" in proc.stderr
-    assert "2 session(s) are in both" in proc.stderr
+    assert proc.returncode != 0
+    assert "holds rows of split test, val (extra_info.split)" in proc.stderr
+    assert "1 session(s) are in both" in proc.stderr
 
 
 def test_online_refusals_name_what_to_do(tmp_path) -> None:
     proc = run("--online", "--corpus", str(tmp_path))
     assert proc.returncode != 0
-    assert f"--corpus {tmp_path}: no sessions-train.parquet or sessions.parquet" in proc.stderr
+    assert f"--corpus {tmp_path}: no sessions-train.parquet there" in proc.stderr
     write_sessions(tmp_path)
     proc = run("--online", "--corpus", str(tmp_path), "--rollout-n", "1")
     assert proc.returncode != 0 and "a group needs at least 2" in proc.stderr
@@ -165,7 +172,7 @@ def test_online_refusals_name_what_to_do(tmp_path) -> None:
     )
     (tmp_path / "sessions-train.parquet").write_bytes(b"not parquet")
     proc = run("--online", "--corpus", str(tmp_path))
-    assert proc.returncode != 0 and "not a sessions.parquet with rows" in proc.stderr
+    assert proc.returncode != 0 and "sessions-train.parquet: not a parquet file" in proc.stderr
     assert proc.stdout == ""
 
 
@@ -179,3 +186,71 @@ def test_a_value_hydra_would_misread_is_quoted_for_it() -> None:
     assert hydra_value("/it's") == "'/it\\'s'"
     assert hydra_value("/a\\") == "'/a\\\\'"  # a backslash before the closing quote
     assert hydra_value("/x${y}") == "'/x\\${y}'"  # never an interpolation
+
+
+# ---------------------------------------------------------------- train and val
+
+
+def exported(tmp_path: Path, split: Split) -> Path:
+    """The export fixture's corpus under `split` (sessions s-alpha, s-beta, s-gamma; the
+    log has trajectories of s-alpha and s-beta only)."""
+    for name in FILES:
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    calibrate(tmp_path)
+    chunks = (str(tmp_path / "chunks.jsonl"),)
+    queries = str(FIXTURE / "queries.yaml")
+    export(inputs(tmp_path, chunks=chunks, queries=queries, project="demo", split=split))
+    return tmp_path / "corpus"
+
+
+def data_files(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert proc.returncode == 0, proc.stderr
+    pairs = (shlex.split(line)[0].split("=", 1) for line in proc.stdout.splitlines())
+    return {k: v for k, v in pairs if k in ("data.train_files", "data.val_files")}
+
+
+@pytest.mark.parametrize("online", [False, True])
+def test_train_and_val_are_the_exports_split_files(tmp_path: Path, online: bool) -> None:
+    # train 0.5, val 0.5 under seed 1: s-alpha and s-gamma val, s-beta train
+    corpus = exported(tmp_path, Split(train=0.5, val=0.5, test=0, seed=1))
+    name = "sessions" if online else "turns"
+    files = data_files(run(*(["--online"] if online else []), "--corpus", str(corpus)))
+    assert files == {
+        "data.train_files": str((corpus / f"{name}-train.parquet").resolve()),
+        "data.val_files": str((corpus / f"{name}-val.parquet").resolve()),
+    }
+    sessions = {
+        k: {r["extra_info"]["session"] for r in pq.read_table(v).to_pylist()}
+        for k, v in files.items()
+    }
+    # s-gamma has no trajectory in the log: it has sessions rows, no turns
+    val = {"s-alpha", "s-gamma"} if online else {"s-alpha"}
+    assert sessions == {"data.train_files": {"s-beta"}, "data.val_files": val}
+
+
+@pytest.mark.parametrize("online", [False, True])
+def test_an_empty_split_is_refused_naming_the_project_split_and_fractions(
+    tmp_path: Path, online: bool
+) -> None:
+    corpus = exported(tmp_path, Split())  # the default draws no session of three into val
+    name = "sessions" if online else "turns"
+    proc = run(*(["--online"] if online else []), "--corpus", str(corpus))
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert (
+        f"{(corpus / f'{name}-val.parquet').resolve()} has no rows: project demo's val split"
+        " is empty (train 0.8 / val 0.1 / test 0.1, seed 0, drew none of its sessions into"
+        " val), so there is nothing to validate on" in " ".join(proc.stderr.split())
+    )
+
+
+def test_one_file_is_never_both_train_and_val(tmp_path: Path) -> None:
+    corpus = exported(tmp_path, Split(train=0.5, val=0.5, test=0, seed=1))
+    train = corpus / "sessions-train.parquet"
+    proc = run("--online", "--corpus", str(train))
+    assert proc.returncode != 0 and "no file to validate on: give --val-corpus" in proc.stderr
+    proc = run("--online", "--corpus", str(train), "--val-corpus", str(train))
+    assert proc.returncode != 0
+    assert f"{train.resolve()}: named to train and to validate on" in proc.stderr
+    # a file to train on with another corpus's val split
+    files = data_files(run("--online", "--corpus", str(train), "--val-corpus", str(corpus)))
+    assert files["data.val_files"] == str((corpus / "sessions-val.parquet").resolve())

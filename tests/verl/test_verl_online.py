@@ -334,20 +334,20 @@ def test_group_step_values_pass_verls_advantage_step_per_turn(seen) -> None:
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verls_dataset_loads_the_exported_sessions_and_the_loop_runs_a_row(seen) -> None:
-    """The export's own training split (the demo run's sessions-train.parquet), read by
-    verl's RLHFDataset with the data config `grumem verl-config --online` prints: every
-    row kept, each naming the `grumem` loop; one row, handed over as verl's worker hands
-    it, runs the loop."""
+    """The export's own sessions-train.parquet (the demo run's), read by verl's RLHFDataset
+    with the data config `grumem verl-config --online` prints: every row kept, each naming the
+    `grumem` loop; one row, handed over as verl's worker hands it, runs the loop."""
     import pyarrow.parquet as pq
 
     d = seen["dataset"]
     sessions = Path(seen["corpus"]) / "sessions-train.parquet"
     rows = pq.read_table(sessions).to_pylist()
     assert d["train_files"] == str(sessions.resolve())
-    assert d["rows"] == len(rows) > 0  # none filtered out
+    # the train split: 2 queries x 3 sessions (demo-01, -02, -03), none filtered out
+    assert d["rows"] == len(rows) == 6
     assert {r["extra_info"]["split"] for r in rows} == {"train"}
     assert {"agent_name", "extra_info", "raw_prompt", "reward_model"} <= set(d["columns"])
-    assert d["agent_names"] == ["grumem"] * len(rows)
+    assert d["agent_names"] == ["grumem"] * 6
     assert d["raw_prompts"] == [r["prompt"] for r in rows]
     assert d["keys"] == [[r["extra_info"]["query_id"], r["extra_info"]["session"]] for r in rows]
     assert d["agent_name"] == "grumem"

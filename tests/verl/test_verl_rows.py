@@ -110,6 +110,7 @@ def test_a_chunk_without_a_label_is_refused_naming_it() -> None:
             level="L1",
             budget=Budget(),
             template_sha256="0" * 64,
+            split="train",
         )
 
 

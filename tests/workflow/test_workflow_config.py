@@ -219,9 +219,30 @@ def test_connection_settings_rerun_nothing_and_export_settings_rerun_the_export(
         write_config(tmp_path, server.base_url, export=export)
         expected = {**downstream, "kappa": 1} if "min_calibration" in export else downstream
         assert jobs(snakemake(tmp_path, "-n", "all").stdout) == expected, export
+    # the project's split reaches the export as a param (and nothing upstream: every
+    # session is run whatever its split); the top level's is not the demo's, which
+    # has its own
+    write_config(tmp_path, server.base_url, projects={"demo": demo_project(split={"seed": 1})})
+    assert jobs(snakemake(tmp_path, "-n", "all").stdout) == downstream
+    write_config(tmp_path, server.base_url, split={"seed": 1})
+    assert jobs(snakemake(tmp_path, "-n", "all").stdout) == {}
     # a setting that changes the requests' bytes does rerun them
     write_config(tmp_path, server.base_url, llm={"temperature": 0.1})
     assert jobs(snakemake(tmp_path, "-n", "all").stdout)["responses"] == 2
+
+
+@pytest.mark.parametrize(
+    ("top", "project", "field"),
+    [({"train": 0.9}, None, "split"), (None, {"val": 0.5}, "projects.demo.split")],
+)
+def test_a_split_that_does_not_sum_to_one_stops_the_run(tmp_path, top, project, field) -> None:
+    demo = demo_project() if project is None else demo_project(split=project)
+    write_config(tmp_path, "http://127.0.0.1:9/v1", projects={"demo": demo}, split=top or {})
+    proc = snakemake(tmp_path, "-n", "all", check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert f"invalid config: config: field '{field}' the fractions" in out, out[-3000:]
+    assert "not 1: change them so that they do" in out
 
 
 def test_demo_dry_run_lists_the_project_session_index(tmp_path) -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grumem.config.settings import check_config_files, split_connection, validate_config
+from grumem.config.settings import (
+    check_config_files,
+    project_split,
+    split_connection,
+    validate_config,
+)
+from grumem.core.split import SPLITS, split_file
 from grumem.errors import GrumemError
 from grumem.io.paths import TEMPLATES_DIR
 from grumem.io.jsonl import RecordError
@@ -146,15 +152,32 @@ def without_connection(sections):
     return sections
 
 
-def settings(*sections, only=None):
+def settings(*sections, only=None, project=None):
     """Config sections as JSON for a subcommand's --settings, a param: a change
     reruns the job. The llm connection settings are left out (LLM_CONNECTION);
     `only` keeps the keys a job reads of a section ({"export": ["min_calibration"]}),
-    so that a change of another key reruns no job that ignores it."""
+    so that a change of another key reruns no job that ignores it. With `project`,
+    `split` is that project's (its own, else the top level's)."""
     chosen = {s: config[s] for s in sections}
     for section, keys in (only or {}).items():
         chosen[section] = {k: chosen[section][k] for k in keys}
+    if project is not None and "split" in chosen:
+        chosen["split"] = project_split(config, project)
     return json.dumps(without_connection(chosen), sort_keys=True)
+
+
+def export_settings(wildcards):
+    """The export's sections: the level, budget and system message the prompts were
+    made with (sessions rows), and the project's split."""
+    return settings(
+        "export",
+        "loop",
+        "budget",
+        "llm",
+        "split",
+        only={"loop": ["level"], "llm": ["system"]},
+        project=wildcards.project,
+    )
 
 
 # The llm connection settings (grumem.config.settings.CONNECTION_KEYS: base_url, timeout,
@@ -218,10 +241,13 @@ def calibration_file(wildcards):
     return p["calibration"]
 
 
+# turns and sessions rows also by split (turns-train.parquet, ...): verl reads whole files
 CORPUS_FILES = [
     "trajectories.jsonl",
     "turns.parquet",
+    *(split_file("turns.parquet", s) for s in SPLITS),
     "sessions.parquet",
+    *(split_file("sessions.parquet", s) for s in SPLITS),
     "summary.json",
     "README.md",
 ]

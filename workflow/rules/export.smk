@@ -22,14 +22,7 @@ rule export_project:
         "../../environment.yml"
     params:
         out_dir="results/{project}/corpus",
-        # the level, budget and system message the prompts were made with: sessions rows
-        settings=settings(
-            "export",
-            "loop",
-            "budget",
-            "llm",
-            only={"loop": ["level"], "llm": ["system"]},
-        ),
+        settings=export_settings,
     shell:
         "grumem export --settings {params.settings:q} --turn-log {input.turn_log}"
         " --labels {input.labels:q} --kappa {input.kappa}"

@@ -20,6 +20,8 @@ from typing import Any
 
 import fastjsonschema
 
+from grumem.core.split import Split
+from grumem.errors import SplitError
 from grumem.io.jsonl import compile_fast, schema
 
 # keywords under which the recipe would fill defaults in ways the walk below does
@@ -59,7 +61,8 @@ def filled_sections(sections: dict[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         _check()(filled)
-    except fastjsonschema.JsonSchemaValueException:
+        Split.from_config(filled["split"])  # its sum, which no schema says
+    except (fastjsonschema.JsonSchemaValueException, SplitError):
         return None
     return filled
 

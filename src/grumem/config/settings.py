@@ -15,7 +15,8 @@ import yaml
 
 from grumem.config.sections import ENDPOINT_URL_PATTERN, ENV_VAR_NAME_PATTERN, filled_sections
 from grumem.core.json_text import MAX_JSON_DEPTH, nesting_why, stdlib_loads
-from grumem.errors import GrumemError, RecordError
+from grumem.core.split import Split
+from grumem.errors import GrumemError, RecordError, SplitError
 from grumem.io.jsonl import open_input, schema, strict_validator_class
 
 if TYPE_CHECKING:
@@ -158,7 +159,31 @@ def validate_config(config: dict[str, Any], source: str = "config") -> dict[str,
         if e.validator == "format" and e.validator_value == "endpoint-url":
             message = endpoint_url_problem(e.instance) or message
         raise RecordError(source, None, field, message)
+    check_splits(config, source)
     return expand_paths(config, os.environ, source)
+
+
+def check_splits(config: Mapping[str, Any], source: str) -> None:
+    """Every `split:` (top level, each project's) sums to 1, which a schema cannot say;
+    a RecordError naming the setting otherwise."""
+    found = [("split", config.get("split"))]
+    found += [
+        (f"projects.{n}.split", p.get("split")) for n, p in config.get("projects", {}).items()
+    ]
+    for field, section in found:
+        if section is None:
+            continue
+        try:
+            Split.from_config(section)
+        except SplitError as e:
+            where = f"{field}.{e.field}" if e.field else field
+            raise RecordError(source, None, where, e.why) from None
+
+
+def project_split(config: Mapping[str, Any], project: str) -> dict[str, Any]:
+    """The split section of `project` in a validated config: its own, else the top level's."""
+    own = config["projects"][project].get("split")
+    return dict(own if own is not None else config["split"])
 
 
 def config_field(path: Iterable[str | int]) -> str | None:

@@ -13,7 +13,6 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Iterable
 from itertools import accumulate, chain
 from typing import TYPE_CHECKING, Any
 
@@ -333,18 +332,6 @@ def dumps_bytes(record: Any) -> bytes:
             return orjson.dumps(record, option=_ORJSON_OPTS)
         except orjson.JSONEncodeError:
             pass  # a lone surrogate, a huge integer, a non-string key: the stdlib decides
-    return dumps(record).encode("utf-8")
-
-
-def dumps_bytes_where(record: Any, suspects: Iterable[Any]) -> bytes:
-    """`dumps_bytes(record)` for a record whose only values that orjson may write
-    differently (floats, values of unknown type) are `suspects`: only those are walked
-    (a corpus line has a few among thousands of strings)."""
-    if all(_orjson_agrees(v) for v in suspects):
-        try:
-            return orjson.dumps(record, option=_ORJSON_OPTS)
-        except orjson.JSONEncodeError:
-            pass  # a lone surrogate: the stdlib decides
     return dumps(record).encode("utf-8")
 
 

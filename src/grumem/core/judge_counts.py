@@ -4,24 +4,24 @@ labels (yes, no), pairs left unjudged and why, and the line a job's log shows.""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 
 def judge_counts(
-    labels: Sequence[Mapping[str, Any]],
-    unjudged: Sequence[Mapping[str, Any]],
+    evidence: Sequence[bool],
+    unjudged: Sequence[str],
     counters: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Pairs, labelled (yes, no) and unjudged by reason; with the client's `counters`,
-    also the requests sent and those the cache answered."""
+    """Pairs, labelled (yes, no: the labels' `evidence`) and unjudged by reason (the
+    unjudged pairs' `reason`); with the client's `counters`, also the requests sent and
+    those the cache answered."""
     out = {
-        "pairs": len(labels) + len(unjudged),
-        "labelled": len(labels),
-        "yes": sum(1 for lab in labels if lab["evidence"]),
-        "no": sum(1 for lab in labels if not lab["evidence"]),
-        "unparsed": sum(1 for u in unjudged if u["reason"] == "unparsed"),
-        "request_failed": sum(1 for u in unjudged if u["reason"] == "request_failed"),
-        "budget": sum(1 for u in unjudged if u["reason"] == "budget"),
+        "pairs": len(evidence) + len(unjudged),
+        "labelled": len(evidence),
+        "yes": sum(1 for e in evidence if e),
+        "no": sum(1 for e in evidence if not e),
+        "unparsed": sum(1 for r in unjudged if r == "unparsed"),
+        "request_failed": sum(1 for r in unjudged if r == "request_failed"),
+        "budget": sum(1 for r in unjudged if r == "budget"),
     }
     if counters is not None:
         out["from_cache"] = counters["cache_hits"]

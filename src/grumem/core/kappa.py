@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from grumem.core.evidence import Labels
 from grumem.errors import KappaError, RecordError
-from grumem.records.base import Fields
+from grumem.records.label import Label
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def check_independent(labels: Labels, calibration: Labels) -> None:
 
 def check_in_project(
     path: str,
-    rows: Iterable[tuple[int, Fields]],
+    rows: Iterable[tuple[int, Label]],
     query_ids: Collection[str],
     chunk_shas: Collection[str],
 ) -> None:
@@ -125,20 +125,20 @@ def check_in_project(
     κ over pairs the project never runs measures nothing about its labels: 30
     invented pairs copied into both files would give κ 1 and let the export run."""
     for line, rec in rows:
-        if rec["query_id"] not in query_ids:
+        if rec.query_id not in query_ids:
             raise RecordError(
                 path,
                 line,
                 "query_id",
-                f"query {rec['query_id']!r} is not one of the project's queries"
+                f"query {rec.query_id!r} is not one of the project's queries"
                 f" ({', '.join(sorted(query_ids))}): calibrate the project's own pairs",
             )
-        if rec["chunk_sha"] not in chunk_shas:
+        if rec.chunk_sha not in chunk_shas:
             raise RecordError(
                 path,
                 line,
                 "chunk_sha",
-                f"chunk {rec['chunk_sha'][:12]}… is not a chunk of the project's sessions"
+                f"chunk {rec.chunk_sha[:12]}… is not a chunk of the project's sessions"
                 f" ({len(chunk_shas)} distinct chunks): calibrate the project's own chunks"
                 " (grumem calibrate-sample draws them)",
             )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from grumem.core.json_text import loads
 from grumem.errors import RecordError
+from grumem.records.base import or_none
 from grumem.records.gate import GateRecord
 from grumem.records.log import Abort, EarlierAsk, LogLine
 from grumem.records.prompt import PromptRecord
@@ -99,7 +100,7 @@ def _common(
         if asks
         else model,
         # the model the answer names (provenance); None when no answer was recorded
-        response_model=asks[-1].get("response_model") if asks else None,
+        response_model=or_none(asks[-1].response_model) if asks else None,
         t=p.t,
         chunk_sha=p.chunk_sha,
         status="aborted" if abort else "ok",

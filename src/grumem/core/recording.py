@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from grumem.core.json_text import loads, sha256_bytes, sha256_text
 from grumem.errors import RecordError
-from grumem.records.base import Fields
+from grumem.records.base import or_none
+from grumem.records.response import Attempt, Request
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -35,12 +36,16 @@ def stored_body(raw: bytes) -> dict[str, str]:
         }
 
 
-def response_bytes(response: Fields) -> bytes | None:
+def response_bytes(response: Attempt) -> bytes | None:
     """The raw body bytes of a recorded attempt; None when no body arrived.
 
     ValueError when `body_b64` is not base64 or `body` is not its decoding."""
-    body = response.get("body")
-    b64 = response.get("body_b64")
+    return raw_body(response.body, or_none(response.body_b64))
+
+
+def raw_body(body: str | None, b64: str | None) -> bytes | None:
+    """The raw bytes of a stored body: `body` as UTF-8, or `b64` (base64) when given,
+    `body` then being their decoding with U+FFFD; None when no body arrived."""
     if b64 is None:
         return None if body is None else body.encode("utf-8")
     try:
@@ -52,10 +57,10 @@ def response_bytes(response: Fields) -> bytes | None:
     return raw
 
 
-def check_request(path: str | PathLike[str], line: int | None, request: Fields) -> str:
+def check_request(path: str | PathLike[str], line: int | None, request: Request) -> str:
     """The recorded request body, after checking it against its sha256."""
-    body: str = request["body"]  # a string in every recording (response.schema.yaml)
-    if sha256_text(body) != request["sha256"]:
+    body = request.body
+    if sha256_text(body) != request.sha256:
         raise RecordError(
             path,
             line,
@@ -67,7 +72,7 @@ def check_request(path: str | PathLike[str], line: int | None, request: Fields) 
     return body
 
 
-def check_response(path: str | PathLike[str], line: int | None, response: Fields) -> bytes | None:
+def check_response(path: str | PathLike[str], line: int | None, response: Attempt) -> bytes | None:
     """The recorded response body's raw bytes, after checking them against their sha256."""
     try:
         raw = response_bytes(response)
@@ -75,7 +80,7 @@ def check_response(path: str | PathLike[str], line: int | None, response: Fields
         raise RecordError(path, line, "response.body_b64", str(e)) from None
     if raw is None:
         return None
-    if sha256_bytes(raw) != response["sha256"]:
+    if sha256_bytes(raw) != response.sha256:
         raise RecordError(
             path,
             line,
@@ -110,14 +115,14 @@ def chat_content(body: str | bytes) -> tuple[str, str | None]:
 
 
 def recorded_content(
-    path: str | PathLike[str], line: int | None, response: Fields | None
+    path: str | PathLike[str], line: int | None, response: Attempt | None
 ) -> str | None:
     """The assistant text of a recorded response, derived from its sha-checked body;
     None when the body holds no chat content (a failure, recorded as such)."""
     if response is None:
         return None
     raw = check_response(path, line, response)
-    if raw is None or response.get("status") != 200:
+    if raw is None or response.status != 200:
         return None
     try:
         return chat_content(raw)[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
 
 R_EXIT_ON_TIME = 0.0
 R_EXIT_EARLY = -0.75
@@ -28,9 +29,12 @@ R_EXIT_LATE = -0.5
 R_OUTCOME = None
 
 # why r_exit is null (None when it is a value)
-EXIT_ABORTED = "aborted"  # cut short before any recorded `end`: where it stopped is no decision
-EXIT_NO_GATE = "no_exit_gate"  # no turn parsed: no exit gate was recorded at all
-EXIT_NO_EVIDENCE = "no_evidence"  # no chunk is evidence: nothing to be on time for
+ExitReason: TypeAlias = Literal["aborted", "no_exit_gate", "no_evidence"]
+EXIT_ABORTED: Final = (
+    "aborted"  # cut short before any recorded `end`: where it stopped is no decision
+)
+EXIT_NO_GATE: Final = "no_exit_gate"  # no turn parsed: no exit gate was recorded at all
+EXIT_NO_EVIDENCE: Final = "no_evidence"  # no chunk is evidence: nothing to be on time for
 
 
 @dataclass(frozen=True)
@@ -46,16 +50,16 @@ class TurnGates:
 
 @dataclass(frozen=True)
 class TrajectoryRewards:
-    r_update: tuple[int, ...]  # per turn, in turn order
+    r_update: tuple[Literal[1, -1], ...]  # per turn, in turn order
     t_exit: int | None  # None: no exit decision (see r_exit_reason)
     t_last_evidence: int | None
     r_exit: float | None
-    r_exit_reason: str | None  # why r_exit is None; None when it is a value
-    r_format: int
+    r_exit_reason: ExitReason | None  # why r_exit is None; None when it is a value
+    r_format: Literal[0, 1]
     r_outcome: None = R_OUTCOME
 
 
-def r_update(update_gate: bool | None, label: bool) -> int:
+def r_update(update_gate: bool | None, label: bool) -> Literal[1, -1]:
     """+1 if the recorded gate equals the label; an unparsed turn (None) is −1."""
     return 1 if update_gate is not None and update_gate == label else -1
 
@@ -86,7 +90,7 @@ def r_exit(t_exit: int, t_last_evidence: int | None) -> float | None:
     return R_EXIT_EARLY if t_exit < t_last_evidence else R_EXIT_LATE
 
 
-def r_format(parsed: Iterable[bool]) -> int:
+def r_format(parsed: Iterable[bool]) -> Literal[0, 1]:
     """1 only if every turn parsed, else 0: one value for the whole trajectory."""
     flags = list(parsed)
     if not flags:
@@ -96,7 +100,7 @@ def r_format(parsed: Iterable[bool]) -> int:
 
 def exit_decision(
     turns: Sequence[tuple[int, bool | None]], aborted: bool
-) -> tuple[int | None, str | None]:
+) -> tuple[int | None, ExitReason | None]:
     """(t_exit, None), or (None, reason) when the record holds no exit decision:
     the trajectory was cut short before a recorded `end`, or no exit gate was
     recorded at all. Only a trajectory that ran out of chunks with gates

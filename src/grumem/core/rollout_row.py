@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from grumem.core.advantages import ALPHA, ROW
 from grumem.core.json_text import sha256_text
@@ -22,6 +21,7 @@ from grumem.core.rewards import last_evidence_turn
 from grumem.core.template import Budget, PromptBuilder
 from grumem.core.tokens import Tokens
 from grumem.errors import GrumemError, RolloutRowError
+from grumem.records.base import SplitName
 from grumem.records.prompt import TokenCounts
 from grumem.records.return_weights import EQUAL_WEIGHTS, ReturnWeights
 from grumem.records.rollout_row import AGENT_NAME, EVIDENCE, LABELS, RolloutRow, RowChunk
@@ -49,11 +49,12 @@ def rollout_row(
     turn_weighting: str = ROW,
     data_source: str = "grumem",
     ability: str = ABILITY,
-    split: str = "train",
-) -> dict[str, Any]:
+    split: SplitName,
+) -> RolloutRow:
     """The row of one (query, session): `chunks` are (rendered text, chunk_sha) in
     session order, `label(query_id, chunk_sha)` their evidence labels (None: no
-    label, refused naming the chunk). `index` is the row's place in its file."""
+    label, refused naming the chunk). `index` is the row's place in sessions.parquet,
+    `split` the session's (grumem.core.split)."""
     labels = []
     for t, (text, sha) in enumerate(chunks, start=1):
         if sha256_text(text) != sha:
@@ -92,8 +93,7 @@ def rollout_row(
             "turn_weighting": turn_weighting,
         },
     }
-    RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
-    return row
+    return RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")
 
 
 def checked_row(row: RolloutRow) -> RolloutRow:

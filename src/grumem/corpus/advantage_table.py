@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Hashable
-from typing import Any
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from typing import TypeAlias
 
 from grumem.core.advantages import (
-    NULL_REASONS,
     ROW,
+    SINGLE_SAMPLE,
+    ZERO_VARIANCE,
     NullCounts,
     ScoredTrajectory,
     group_advantages,
@@ -30,6 +32,10 @@ from grumem.core.advantages import (
 )
 from grumem.errors import GrumemError
 from grumem.records.return_weights import ReturnWeights
+from grumem.records.summary import Advantages, NullReasons
+
+# a turn's (advantage, advantage_traj, advantage_turn): Â, Â_traj, Â_turn
+Advantage: TypeAlias = tuple[float | None, float | None, float | None]
 
 
 class Scores:
@@ -40,18 +46,18 @@ class Scores:
     def __init__(self) -> None:
         self._groups: dict[Hashable, int] = {}
         self._keys: list[Hashable] = []
-        self._members: list[array] = []  # group -> trajectory ordinals
+        self._members: list[array[int]] = []  # group -> trajectory ordinals
         self.group_of = array("q")  # trajectory ordinal -> group
         self.id_hash = array("q")  # hash of its id: the second pass checks the order
         self._r_update = bytearray()  # one byte a turn: 1 for +1, 0 for -1
         self._start = array("q", [0])  # trajectory ordinal -> its first turn's byte
-        self._t: dict[int, array] = {}  # t of a trajectory whose turns are not 1, 2, ...
+        self._t: dict[int, array[int]] = {}  # t of a trajectory whose turns are not 1, 2, ...
         self._r_exit = array("d")  # NaN for null
         self._r_format = bytearray()
 
-    def add(self, record: dict[str, Any]) -> None:
-        """A corpus record's rewards (its turns' t and r_update, r_exit, r_format)."""
-        key = (record["project"], record["query_id"], record["session"])
+    def add(self, trajectory_id: str, scored: ScoredTrajectory) -> None:
+        """A trajectory's rewards: its turns' t and r_update, r_exit, r_format."""
+        key = scored.group
         g = self._groups.setdefault(key, len(self._groups))
         if g == len(self._members):
             self._keys.append(key)
@@ -59,16 +65,15 @@ class Scores:
         i = len(self.group_of)
         self._members[g].append(i)
         self.group_of.append(g)
-        self.id_hash.append(hash(record["trajectory_id"]))
-        turns = record["turns"]
-        ts = [turn["t"] for turn in turns]
+        self.id_hash.append(hash(trajectory_id))
+        ts = [t for t, _ in scored.r_update]
         if ts != list(range(1, len(ts) + 1)):
             self._t[i] = array("q", ts)
-        self._r_update += bytes(turn["r_update"] > 0 for turn in turns)
+        self._r_update += bytes(r > 0 for _, r in scored.r_update)
         self._start.append(len(self._r_update))
-        r_exit = record["r_exit"]
+        r_exit = scored.r_exit
         self._r_exit.append(math.nan if r_exit is None else r_exit)
-        self._r_format.append(record["r_format"])
+        self._r_format.append(scored.r_format)
 
     @property
     def groups(self) -> int:
@@ -78,7 +83,7 @@ class Scores:
     def turns(self) -> int:
         return len(self._r_update)
 
-    def group(self, g: int) -> tuple[array, list[ScoredTrajectory]]:
+    def group(self, g: int) -> tuple[array[int], list[ScoredTrajectory]]:
         """Trajectory ordinals of group `g` and what advantages need of each, in log order."""
         idx = self._members[g]
         out = []
@@ -86,8 +91,8 @@ class Scores:
             bits = self._r_update[self._start[i] : self._start[i + 1]]
             ts = self._t.get(i) or range(1, len(bits) + 1)
             pairs = tuple((t, 1 if r else -1) for t, r in zip(ts, bits, strict=True))
-            r_exit = self._r_exit[i]
-            r_exit = None if math.isnan(r_exit) else r_exit
+            stored = self._r_exit[i]
+            r_exit = None if math.isnan(stored) else stored
             out.append(ScoredTrajectory(self._keys[g], pairs, r_exit, self._r_format[i]))
         return idx, out
 
@@ -120,36 +125,32 @@ class AdvantageTable:
                     turn_values[t, r] = adv.advantage_turn
             self._turn.append(turn_values)
         self._next = 0
-        n_turns = scores.turns
-        self.summary: dict[str, Any] = {
-            "alpha": alpha,
-            "return_weights": {
-                "r_update": weights.r_update,
-                "r_exit": weights.r_exit,
-                "r_format": weights.r_format,
-            },
-            "groups": scores.groups,
-            "turns_with_advantage": n_turns - nulls.advantage,
-            "turns_without_advantage": nulls.advantage,
-            "null_traj": {r: nulls.trajectories[r] for r in NULL_REASONS},
-            "null_turn": {r: nulls.turns[r] for r in NULL_REASONS},
-        }
+        self.summary = Advantages(
+            alpha=alpha,
+            return_weights=weights,
+            groups=scores.groups,
+            turns_with_advantage=scores.turns - nulls.advantage,
+            turns_without_advantage=nulls.advantage,
+            null_traj=_null_reasons(nulls.trajectories),
+            null_turn=_null_reasons(nulls.turns),
+        )
 
-    def fill(self, record: dict[str, Any]) -> None:
-        """Set the advantages of the record's turns (each turn's last keys): the next
-        exported trajectory's, which must be the one the scoring pass met there."""
+    def next(self, trajectory_id: str, turns: Sequence[tuple[int, int]]) -> list[Advantage]:
+        """The advantages of the next exported trajectory's turns, (t, r_update) each: it
+        must be the one the scoring pass met at that place."""
         i = self._next
         self._next += 1
-        if i >= len(self._id_hash) or hash(record["trajectory_id"]) != self._id_hash[i]:
+        if i >= len(self._id_hash) or hash(trajectory_id) != self._id_hash[i]:
             raise GrumemError(
-                f"trajectory {record['trajectory_id']!r} is not the one the export's first"
+                f"trajectory {trajectory_id!r} is not the one the export's first"
                 " pass scored at its place: the log changed while it was read; rerun"
             )
         stored = self._traj[i]
         a_traj = None if math.isnan(stored) else stored
         values = self._turn[self._group_of[i]]
-        for turn in record["turns"]:
-            a_turn = values[turn["t"], turn["r_update"]]
-            turn["advantage"] = mix(self._alpha, a_traj, a_turn)
-            turn["advantage_traj"] = a_traj
-            turn["advantage_turn"] = a_turn
+        alpha = self._alpha
+        return [(mix(alpha, a_traj, values[key]), a_traj, values[key]) for key in turns]
+
+
+def _null_reasons(counts: Counter[str]) -> NullReasons:
+    return NullReasons(single_sample=counts[SINGLE_SAMPLE], zero_variance=counts[ZERO_VARIANCE])

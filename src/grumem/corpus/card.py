@@ -1,26 +1,42 @@
 """README.md of an export: a dataset card in the Hugging Face convention.
 
 A YAML header (license placeholder, task categories, tags, and `configs`
-naming each parquet file, so `datasets.load_dataset(<corpus directory>)` and
-the Hub read turns.parquet, not every file of the directory), then the body:
+naming each parquet file by split, so `datasets.load_dataset(<corpus directory>)`
+and the Hub read turns-train.parquet as `train`, not every file of the directory
+as one), then the body:
 what a row is, every column of the parquet file with its type (taken from the
 schema the file is written with; a column without a description here is an
 error, so the card cannot fall behind the file), how the rewards and
-advantages are defined, the model, the template's sha256, κ with its n, and
-the summary's counts. Deterministic: the same export gives the same bytes.
+advantages are defined, the splits with their counts, the model, the template's
+sha256, κ with its n, and the summary's counts. Deterministic: the same export gives the same bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import yaml
 
+from grumem.core.split import SPLITS, SplitName, split_file
 from grumem.errors import GrumemError
+from grumem.records.summary import Advantages, CorpusSummary, Inputs
 
 CARD = "README.md"
+# the Hub's names of the splits (its convention says `validation`)
+HUB_SPLITS: dict[SplitName, str] = {"train": "train", "val": "validation", "test": "test"}
+
+
+@dataclass(frozen=True)
+class SplitTable:
+    """The project's split (its fractions and seed, as words) and what each split holds:
+    split -> {what: count}, the same keys for every split."""
+
+    description: str
+    counts: Mapping[SplitName, Mapping[str, int]]
+
 
 # every column of turns.parquet, nested fields by their dotted path
 COLUMNS: dict[str, str] = {
@@ -33,8 +49,8 @@ COLUMNS: dict[str, str] = {
     "reward_model.style": "`rule`: grumem's compute_score scores a new answer",
     "reward_model.ground_truth": "the turn's evidence label as text (`yes` or `no`)",
     "extra_info": "grumem's record of the turn",
-    "extra_info.split": "`train`",
-    "extra_info.index": "the row's place in the file",
+    "extra_info.split": "the session's split: `train`, `val` or `test`",
+    "extra_info.index": "the row's place in turns.parquet (unique in a split's file too)",
     "extra_info.trajectory_id": "project/query/session/sample",
     "extra_info.t": "the turn, from 1",
     "extra_info.chunk_sha": "sha256 of the section (the rendered chunk)",
@@ -112,41 +128,45 @@ def _column_table(schema: pa.Schema, described: Mapping[str, str] | None) -> lis
 
 
 def card_text(
-    summary: Mapping[str, Any],
+    summary: CorpusSummary,
     turns_schema: pa.Schema,
     models: Mapping[str, int],
     response_models: Mapping[str, int],
     template: tuple[str, str] | None,
     sessions_schema: pa.Schema | None = None,
+    *,
+    splits: SplitTable,
 ) -> str:
     """The card of an export: its summary, the schema its turns.parquet is written with,
-    the models (requested; as answered) with their counts, (template name, sha256)."""
+    the models (requested; as answered) with their counts, (template name, sha256), and
+    its splits."""
     lines = [
-        *_header(summary, sessions_schema is not None),
-        *_introduction(summary["inputs"]),
+        *_header(summary, sessions_schema is not None, splits),
+        *_introduction(summary.inputs),
+        *_splits(splits, sessions_schema is not None),
         *_turns_columns(turns_schema),
         *_sessions_columns(sessions_schema),
-        *_rewards(summary["advantages"]),
-        *_provenance(summary["inputs"], models, response_models, template),
+        *_rewards(summary.advantages),
+        *_provenance(summary.inputs, models, response_models, template),
         *_count_table(summary),
     ]
     return "\n".join(lines)
 
 
-def _header(summary: Mapping[str, Any], with_sessions: bool) -> list[str]:
+def _header(summary: CorpusSummary, with_sessions: bool, splits: SplitTable) -> list[str]:
     """The YAML front matter: the Hub reads the license, tags and each parquet's config."""
-    configs: list[dict[str, Any]] = [
-        {"config_name": "turns", "data_files": "turns.parquet", "default": True}
-    ]
+    turns = _split_files("turns.parquet", splits, "turns")
+    configs: list[dict[str, Any]] = [{"config_name": "turns", "data_files": turns, "default": True}]
     if with_sessions:
-        configs.append({"config_name": "sessions", "data_files": "sessions.parquet"})
+        sessions = _split_files("sessions.parquet", splits, "sessions rows")
+        configs.append({"config_name": "sessions", "data_files": sessions})
     header = {
         "license": "other",
         "license_name": "unset",
-        "pretty_name": f"{summary['inputs']['data_source']}: GRU-Mem turns from agent transcripts",
+        "pretty_name": f"{summary.inputs.data_source}: GRU-Mem turns from agent transcripts",
         "task_categories": ["reinforcement-learning", "text-generation"],
         "tags": ["grumem", "gru-mem", "memory-agent", "verl", "agent-transcripts"],
-        "size_categories": [_size_category(summary["turns"])],
+        "size_categories": [_size_category(summary.turns)],
         "configs": configs,
     }
     return [
@@ -157,10 +177,49 @@ def _header(summary: Mapping[str, Any], with_sessions: bool) -> list[str]:
     ]
 
 
-def _introduction(inputs: Mapping[str, Any]) -> list[str]:
+def _split_files(name: str, splits: SplitTable, rows: str) -> list[dict[str, str]]:
+    """A config's data_files by split, as the Hub reads them: the splits with rows
+    (`datasets` refuses to load a split of no rows, so an empty split is left out)."""
+    return [
+        {"split": HUB_SPLITS[s], "path": split_file(name, s)}
+        for s in SPLITS
+        if splits.counts[s][rows]
+    ]
+
+
+def _splits(splits: SplitTable, with_sessions: bool) -> list[str]:
+    """Which split a session is in, the files of each split, and what each holds."""
+    names = ["turns.parquet", *(["sessions.parquet"] if with_sessions else [])]
+    whats = list(splits.counts[SPLITS[0]])
+    rows = [
+        f"| `{s}` (`{HUB_SPLITS[s]}`) | "
+        + ", ".join(f"`{split_file(n, s)}`" for n in names)
+        + " | "
+        + " | ".join(str(splits.counts[s][w]) for w in whats)
+        + " |"
+        for s in SPLITS
+    ]
+    return [
+        "## Splits",
+        "",
+        "Every session is in one split, and all its rows with it (`extra_info.split`): its",
+        'split is drawn from sha256 of `"{seed}:{session}"`, so adding sessions moves no other',
+        f"({splits.description}). {' and '.join(f'`{n}`' for n in names)} hold every",
+        "row; each split's rows are also a file of their own, the files the trainer reads",
+        "(`grumem verl-config` names train and val) and the Hub's configs name (but for",
+        "a split of no rows, which `datasets` would refuse to load).",
+        "",
+        "| split (Hub) | files | " + " | ".join(whats) + " |",
+        "|---|---|" + "---|" * len(whats),
+        *rows,
+        "",
+    ]
+
+
+def _introduction(inputs: Inputs) -> list[str]:
     """The title, the license warning, how to load it, and what a row is."""
     return [
-        f"# {inputs['data_source']}: GRU-Mem turns from agent transcripts",
+        f"# {inputs.data_source}: GRU-Mem turns from agent transcripts",
         "",
         "GRU-Mem gated-memory turns (arXiv 2602.10560) exported by grumem from recorded",
         "agent-transcript rollouts. **License: unset.** Set `license` in the header above to",
@@ -206,9 +265,9 @@ def _sessions_columns(sessions_schema: pa.Schema | None) -> list[str]:
     ]
 
 
-def _rewards(adv: Mapping[str, Any]) -> list[str]:
+def _rewards(adv: Advantages) -> list[str]:
     """The reward rules, with the export's alpha and return weights filled in."""
-    weights = adv["return_weights"]
+    weights = adv.return_weights
     return [
         "## Rewards and advantages",
         "",
@@ -222,11 +281,11 @@ def _rewards(adv: Mapping[str, Any]) -> list[str]:
         "- `r_format` per trajectory: 1 only if every ask of every turn parsed.",
         "- `r_outcome`: always null (no answer-correctness signal).",
         "- advantages (paper Eq. 12-13):",
-        f"  `advantage` = {adv['alpha']}·`advantage_traj` +"
-        f" {round(1 - adv['alpha'], 12)}·`advantage_turn`.",
+        f"  `advantage` = {adv.alpha}·`advantage_traj` +"
+        f" {round(1 - adv.alpha, 12)}·`advantage_turn`.",
         "  `advantage_traj` is the trajectory's return",
-        f"  R = {weights['r_update']}·mean(r_update) + {weights['r_exit']}·r_exit +"
-        f" {weights['r_format']}·r_format",
+        f"  R = {weights.r_update}·mean(r_update) + {weights.r_exit}·r_exit +"
+        f" {weights.r_format}·r_format",
         "  (r_exit only when it is a value) normalised over the samples of one (project,",
         "  query, session): (R - mean) / (std + 1e-6); `advantage_turn` normalises r_update",
         "  over the group's turns at the same t. Null, never 0, for a group of one sample",
@@ -236,7 +295,7 @@ def _rewards(adv: Mapping[str, Any]) -> list[str]:
 
 
 def _provenance(
-    inputs: Mapping[str, Any],
+    inputs: Inputs,
     models: Mapping[str, int],
     response_models: Mapping[str, int],
     template: tuple[str, str] | None,
@@ -248,48 +307,43 @@ def _provenance(
         f"- model asked: {_counts(models, 'trajectories')}",
         f"- model that answered: {_counts(response_models, 'turns')}",
         f"- template: {_template(template)}",
-        f"- evidence labels: `{_name(inputs['labels'])}`, sha256 `{inputs['labels_sha256']}`",
+        f"- evidence labels: `{_name(inputs.labels)}`, sha256 `{inputs.labels_sha256}`",
         f"- κ (Cohen's kappa of the labels against a person's calibration):"
-        f" {inputs['kappa']:.4f} over n = {inputs['kappa_n']} pairs"
-        f" (export.min_kappa {inputs['min_kappa']})",
-        f"- turn log: sha256 `{inputs['log_sha256']}`",
-        f"- t_last_evidence over: {inputs['t_last_evidence_over']}",
+        f" {inputs.kappa:.4f} over n = {inputs.kappa_n} pairs"
+        f" (export.min_kappa {inputs.min_kappa})",
+        f"- turn log: sha256 `{inputs.log_sha256}`",
+        f"- t_last_evidence over: {inputs.t_last_evidence_over}",
         "",
     ]
 
 
-def _count_table(summary: Mapping[str, Any]) -> list[str]:
+def _count_table(summary: CorpusSummary) -> list[str]:
     """The summary's counts as a table, then t_last_evidence's histogram."""
-    adv = summary["advantages"]
-    exits = summary["r_exit"]
+    s = summary
+    exits, aborted = s.r_exit, s.aborted
     return [
         "## Counts",
         "",
         "| what | count |",
         "|---|---|",
-        f"| trajectories (exported / in the log) | {summary['trajectories']} /"
-        f" {summary['trajectories_in_log']} |",
-        f"| levels L1 / L2 | {summary['levels']['L1']} / {summary['levels']['L2']} |",
-        f"| turns | {summary['turns']} |",
-        f"| r_update +1 / -1 | {summary['r_update']['positive']} /"
-        f" {summary['r_update']['negative']} |",
-        f"| r_format pass / fail | {summary['r_format']['pass']} / {summary['r_format']['fail']} |",
-        "| r_exit on time / early / late | "
-        f"{exits['on_time']} / {exits['early']} / {exits['late']} |",
+        f"| trajectories (exported / in the log) | {s.trajectories} / {s.trajectories_in_log} |",
+        f"| levels L1 / L2 | {s.levels.L1} / {s.levels.L2} |",
+        f"| turns | {s.turns} |",
+        f"| r_update +1 / -1 | {s.r_update.positive} / {s.r_update.negative} |",
+        f"| r_format pass / fail | {s.r_format.pass_} / {s.r_format.fail} |",
+        f"| r_exit on time / early / late | {exits.on_time} / {exits.early} / {exits.late} |",
         "| r_exit null: no evidence / aborted / no exit gate | "
-        f"{exits['no_evidence']} / {exits['aborted']} / {exits['no_exit_gate']} |",
-        f"| parsed / unparsed turns | {summary['parsed']['turns']} /"
-        f" {summary['parsed']['unparsed']} |",
-        f"| re-asked turns (asks) | {summary['reasks']['turns']} ({summary['reasks']['asks']}) |",
-        f"| aborted trajectories (budget / request failed) | {summary['aborted']['trajectories']}"
-        f" ({summary['aborted']['by_reason']['budget']} /"
-        f" {summary['aborted']['by_reason']['request_failed']}) |",
-        f"| turns with / without an advantage | {adv['turns_with_advantage']} /"
-        f" {adv['turns_without_advantage']} |",
+        f"{exits.no_evidence} / {exits.aborted} / {exits.no_exit_gate} |",
+        f"| parsed / unparsed turns | {s.parsed.turns} / {s.parsed.unparsed} |",
+        f"| re-asked turns (asks) | {s.reasks.turns} ({s.reasks.asks}) |",
+        f"| aborted trajectories (budget / request failed) | {aborted.trajectories}"
+        f" ({aborted.by_reason.budget} / {aborted.by_reason.request_failed}) |",
+        f"| turns with / without an advantage | {s.advantages.turns_with_advantage} /"
+        f" {s.advantages.turns_without_advantage} |",
         "",
         "t_last_evidence (trajectories per turn): "
-        + (", ".join(f"{t}: {n}" for t, n in summary["t_last_evidence"].items()) or "none")
-        + f"; no evidence: {summary['no_evidence']}.",
+        + (", ".join(f"{t}: {n}" for t, n in s.t_last_evidence.items()) or "none")
+        + f"; no evidence: {s.no_evidence}.",
         "",
     ]
 

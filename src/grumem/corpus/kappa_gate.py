@@ -1,6 +1,6 @@
 """The export's κ gate: no corpus without a kappa.json (rule `kappa`,
 grumem.core.kappa) that clears `export.min_kappa` and was computed for the
-current labels file."""
+current labels file: rewards are only as good as the labels."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCal
     if not os.path.exists(kappa_path):
         raise ExportRefused(
             f"no calibration: {kappa_path} does not exist. The export is refused until the labels"
-            " are calibrated: label a sample of (query_id, chunk_sha) pairs a second time,"
-            " set the project's `calibration` file and run rule `kappa`"
+            " are calibrated: have someone label a sample of (query_id, chunk_sha) pairs a second"
+            " time (grumem calibrate-sample, then calibrate-finalize), set the project's"
+            " `calibration` file and run rule `kappa`"
             " (grumem kappa --labels … --calibration … --out kappa.json)"
         )
     record = read_kappa(kappa_path)
@@ -41,7 +42,7 @@ def check_kappa(kappa_path: str, labels_path: str, min_kappa: float) -> KappaCal
             f"calibration too weak: Cohen's kappa {record.kappa:.4f} over {record.n} pairs"
             f" ({kappa_path}) is below export.min_kappa {min_kappa}: the labels the rewards are"
             " computed from disagree too much with the independent calibration;"
-            " revise the labelling guide or the labels"
+            " revise the labelling guide or the labels, then rerun rule `kappa`"
         )
     return record
 

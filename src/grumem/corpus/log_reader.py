@@ -16,6 +16,7 @@ from grumem.io.jsonl import open_input
 from grumem.io.typed import decode_line
 from grumem.records.log import EarlierAsk, LogLine
 from grumem.records.response import Request
+from grumem.records.trajectory import Aborted, Message, TrajectoryEarlierAsk
 
 # the fields every line of a trajectory repeats
 TRAJECTORY_FIELDS = ("project", "query_id", "session", "sample", "level", "model")
@@ -56,6 +57,16 @@ class LogTrajectory:
     @property
     def first(self) -> LogLine:
         return self.first_line[1]
+
+    @property
+    def aborted(self) -> Aborted | None:
+        """Where and why the trajectory was cut short (None: it was not), as the corpus
+        says it."""
+        if self.abort is None:
+            return None
+        line = self.abort[1]
+        assert line.abort is not None  # check_line: an aborted line says why
+        return Aborted(t=line.t, reason=line.abort.reason, component=line.abort.component)
 
 
 def group_trajectories(path: str, lines: Iterator[tuple[int, LogLine]]) -> Iterator[LogTrajectory]:
@@ -139,7 +150,7 @@ def check_line(path: str, lineno: int, rec: LogLine) -> None:
         )
 
 
-def recorded_messages(path: str, lineno: int, request: Request) -> list[dict[str, str]]:
+def recorded_messages(path: str, lineno: int, request: Request) -> list[Message]:
     """The chat messages exactly as sent: the recorded body, verified, never rebuilt."""
     body = check_request(path, lineno, request)
     try:
@@ -166,7 +177,7 @@ def recorded_messages(path: str, lineno: int, request: Request) -> list[dict[str
                 f"request.body.messages.{i}",
                 "expected {role, content} with string values",
             )
-    return messages
+    return [Message(role=m["role"], content=m["content"]) for m in messages]
 
 
 def response_text(path: str, lineno: int, field: str, ask: LogLine | EarlierAsk) -> str | None:
@@ -185,7 +196,7 @@ def response_text(path: str, lineno: int, field: str, ask: LogLine | EarlierAsk)
     return text
 
 
-def earlier_ask(path: str, lineno: int, field: str, ask: EarlierAsk) -> dict[str, Any]:
+def earlier_ask(path: str, lineno: int, field: str, ask: EarlierAsk) -> TrajectoryEarlierAsk:
     """An ask before the turn's last, as the corpus keeps it: checked like the last."""
     check_request(path, lineno, ask.request)
     if ask.parsed:
@@ -196,10 +207,10 @@ def earlier_ask(path: str, lineno: int, field: str, ask: EarlierAsk) -> dict[str
             "an earlier ask parsed, yet the turn was asked again: the loop re-asks only"
             " after a parse failure",
         )
-    return {
-        "ask": ask.ask,
-        "request_sha256": ask.request.sha256,
-        "response": response_text(path, lineno, f"{field}.content", ask),
-        "parsed": ask.parsed,
-        "parse_error": None if ask.parse_error is None else ask.parse_error.to_dict(),
-    }
+    return TrajectoryEarlierAsk(
+        ask=ask.ask,
+        request_sha256=ask.request.sha256,
+        response=response_text(path, lineno, f"{field}.content", ask),
+        parsed=ask.parsed,
+        parse_error=ask.parse_error,
+    )

@@ -20,22 +20,23 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from grumem.core.advantages import ROW
 from grumem.core.chunk_text import Chunk
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import rollout_row
+from grumem.core.split import SPLITS, Split, SplitName
 from grumem.core.template import Budget
 from grumem.corpus.trajectory import MISSING_SHOWN, Missing
-from grumem.corpus.turn_rows import ROW_GROUP_BYTES, ROW_GROUP_ROWS, statistics_columns
 from grumem.errors import GrumemError, MissingLabelsError
 from grumem.io.chunk_files import iter_sessions, read_chunk_file
+from grumem.io.parquet import RowGroupWriter
 from grumem.records.return_weights import ReturnWeights
+from grumem.records.rollout_row import RolloutRow
 
 SESSIONS = "sessions.parquet"
 
@@ -103,6 +104,7 @@ class RowSettings:
     return_weights: ReturnWeights
     data_source: str
     ability: str
+    split: Split
     turn_weighting: str = ROW
 
 
@@ -165,11 +167,12 @@ def rollout_rows(
     sessions: SessionChunks,
     labels: Labels,
     settings: RowSettings,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[RolloutRow]:
     """The rows, sorted by (session, query_id), each checked as its record (rollout_row)."""
     index = 0
     for session in sorted(sessions.shas):
         chunks = sessions.chunks(session)
+        split = settings.split.of(session)
         for q in sorted(queries, key=lambda q: q["id"]):
             row = rollout_row(
                 index,
@@ -187,37 +190,51 @@ def rollout_rows(
                 turn_weighting=settings.turn_weighting,
                 data_source=settings.data_source,
                 ability=settings.ability,
+                split=split,
             )
             yield row
             index += 1
 
 
-def write_rollout_rows(sink: str | IO[bytes], rows: Iterable[dict[str, Any]]) -> int:
-    """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time; how many."""
-    writer = pq.ParquetWriter(
-        sink,
-        SESSIONS_SCHEMA,
-        compression="zstd",
-        write_statistics=statistics_columns(SESSIONS_SCHEMA, _NO_STATISTICS),
-    )
-    n = 0
+def write_rollout_rows(
+    sink: str | IO[bytes],
+    rows: Iterable[RolloutRow],
+    split_sinks: Mapping[SplitName, tuple[str | IO[bytes], Mapping[bytes, bytes]]] | None = None,
+) -> dict[SplitName, int]:
+    """The rows as sessions.parquet (SESSIONS_SCHEMA), one row group at a time, and each
+    row also into its split's sink of `split_sinks` (sink, the file's metadata); a split
+    without rows gets a file of no rows, with the schema. How many rows each split got."""
+    counts: dict[SplitName, int] = dict.fromkeys(SPLITS, 0)
+    writers: dict[SplitName | None, RowGroupWriter[RolloutRow]] = {}
     try:
-        group: list[dict[str, Any]] = []
-        size = 0
+        writers[None] = _writer(sink)
+        for name, (split_sink, metadata) in (split_sinks or {}).items():
+            writers[name] = _writer(split_sink, metadata)
         for row in rows:
-            group.append(row)
-            size += row_size(row)
-            n += 1
-            if len(group) >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                writer.write_table(pa.Table.from_pylist(group, schema=SESSIONS_SCHEMA))
-                group, size = [], 0
-        if group:
-            writer.write_table(pa.Table.from_pylist(group, schema=SESSIONS_SCHEMA))
+            split = row.extra_info.split
+            counts[split] += 1
+            writers[None].add(row)
+            if split in writers:
+                writers[split].add(row)
+        for writer in writers.values():
+            writer.flush()
     finally:
-        writer.close()
-    return n
+        for writer in writers.values():
+            writer.close()
+    return counts
 
 
-def row_size(row: Mapping[str, Any]) -> int:
-    info = row["extra_info"]
-    return len(info["question"]) + sum(len(c["text"]) for c in info["chunks"])
+def _writer(
+    sink: str | IO[bytes], metadata: Mapping[bytes, bytes] | None = None
+) -> RowGroupWriter[RolloutRow]:
+    return RowGroupWriter(sink, SESSIONS_SCHEMA, _table, rollout_size, _NO_STATISTICS, metadata)
+
+
+def _table(rows: list[RolloutRow]) -> pa.Table:
+    return pa.Table.from_pylist([r.to_dict() for r in rows], schema=SESSIONS_SCHEMA)
+
+
+def rollout_size(row: RolloutRow) -> int:
+    """A row's text in characters: its question and its chunks."""
+    info = row.extra_info
+    return len(info.question) + sum(len(c.text) for c in info.chunks)

@@ -1,25 +1,23 @@
-"""Reward assembly: one trajectory's log lines and labels -> its corpus
-record (rewards from grumem.core.rewards, r_outcome null), joined by chunk_sha."""
+"""Reward assembly: one trajectory's log lines and labels, joined by chunk_sha, ->
+its rewards (grumem.core.rewards, r_outcome null) -> its corpus record, a
+`Trajectory` with every turn's recorded prompt and response."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
-import fastjsonschema
-
+from grumem.core.advantages import ScoredTrajectory
 from grumem.core.evidence import Labels
-from grumem.core.json_text import dumps_bytes_where
-from grumem.core.rewards import TurnGates, score_trajectory
-from grumem.corpus.log_reader import (
-    TRAJECTORY_FIELDS,
-    LogTrajectory,
-    earlier_ask,
-    recorded_messages,
-    response_text,
-)
-from grumem.errors import GrumemError, RecordError, RecordShapeError
-from grumem.io.jsonl import fast_validator
-from grumem.records.trajectory import Trajectory
+from grumem.core.rewards import TrajectoryRewards, TurnGates, score_trajectory
+from grumem.core.split import Split
+from grumem.corpus.advantage_table import Advantage
+from grumem.corpus.log_reader import LogTrajectory, earlier_ask, recorded_messages, response_text
+from grumem.errors import RecordError
+from grumem.records.base import or_none
+from grumem.records.log import LogLine
+from grumem.records.trajectory import Trajectory, TrajectoryTurn
 
 MISSING_SHOWN = 5
 
@@ -44,115 +42,132 @@ class Missing:
         return bool(self.turns or self.chunks)
 
 
-def check_trajectory(record: dict[str, Any]) -> None:
-    """A corpus line against workflow/schemas/trajectory.schema.yaml, by its record class
-    in one C pass (a bug if it fails: the compiled schema then words why)."""
-    try:
-        Trajectory.convert(record)
-    except RecordShapeError as e:
-        why = f"{e.field or '(record)'}: {e.why}"
-        try:
-            fast_validator("trajectory")(record)
-        except fastjsonschema.JsonSchemaValueException as schema_error:
-            why = schema_error.message
-        raise GrumemError(
-            f"internal error: trajectory {record.get('trajectory_id')!r} does not"
-            f" match trajectory.schema.yaml: {why}"
-        ) from None
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A trajectory's rewards and the labels they were joined from: what the export's
+    scoring pass keeps of it (no recording read), and what its record is built from."""
+
+    traj: LogTrajectory
+    labels: tuple[bool, ...]  # per trainable turn, in turn order
+    rewards: TrajectoryRewards
+
+    @property
+    def trajectory_id(self) -> str:
+        return self.traj.first.trajectory_id
+
+    def for_advantages(self) -> ScoredTrajectory:
+        """What grumem.core.advantages needs of it."""
+        first = self.traj.first
+        return ScoredTrajectory(
+            (first.project, first.query_id, first.session),
+            tuple(zip(self.turn_numbers(), self.rewards.r_update, strict=True)),
+            self.rewards.r_exit,
+            self.rewards.r_format,
+        )
+
+    def turn_numbers(self) -> list[int]:
+        return [rec.t for _, rec in self.traj.turns]
 
 
-def record_bytes(record: dict[str, Any]) -> bytes:
-    """A checked corpus line as `jsonl.dumps` writes it (UTF-8). Its values are JSON
-    types read from the log, so only its floats (r_exit, advantages) and the
-    re-asks' parse errors (any JSON) can be written differently by orjson."""
-    suspects = [record["r_exit"]]
-    for turn in record["turns"]:
-        suspects += (turn["advantage"], turn["advantage_traj"], turn["advantage_turn"])
-        suspects += (ask["parse_error"] for ask in turn["earlier_asks"])
-    return dumps_bytes_where(record, suspects)
-
-
-def trajectory(
+def score(
     path: str,
     traj: LogTrajectory,
     labels: Labels,
     sessions: dict[str, list[str]] | None,
     missing: Missing,
-    rewards_only: bool = False,
-) -> dict[str, Any] | None:
-    """One trajectory's corpus record: None when it has no turn, or while labels are
-    missing (they are counted in `missing`, to be named all at once).
-
-    `rewards_only` (the export's scoring pass) leaves out the prompts, the responses
-    and the earlier asks but their `parsed`, and so skips the recordings' checks:
-    the full pass makes them, and fails before anything is kept."""
+) -> Scored | None:
+    """One trajectory's rewards: None when it has no turn, or while labels are missing
+    (they are counted in `missing`, to be named all at once). No recording is read."""
     first = traj.first
     tid, query_id = first.trajectory_id, first.query_id
-    turns: list[dict[str, Any]] = []
+    turn_labels: list[bool] = []
     gates: list[TurnGates] = []
     parsed_asks: list[bool] = []
     for lineno, rec in traj.turns:
-        request, attempt = rec.request, rec.response
-        assert request is not None and attempt is not None  # check_line: status ok
-        if rewards_only:
-            messages, response = None, None
-            earlier = [{"parsed": a.parsed} for a in rec.earlier_asks]
-        else:
-            messages = recorded_messages(path, lineno, request)
-            response = response_text(path, lineno, "content", rec)
-            earlier = [
-                earlier_ask(path, lineno, f"earlier_asks.{i}", a)
-                for i, a in enumerate(rec.earlier_asks)
-            ]
         label = labels.get(query_id, rec.chunk_sha)
         if label is None:
             missing.add("turn", f"{path}:{lineno} {tid} t={rec.t}", query_id, rec.chunk_sha)
             continue
         if missing:
             continue
-        turns.append(
-            {
-                "t": rec.t,
-                "prompt": messages,
-                "response": response,
-                "r_update": None,  # filled below, once the trajectory is complete
-                "parsed": rec.parsed,
-                "chunk_sha": rec.chunk_sha,
-                "label": label,
-                "update_gate": rec.update_gate,
-                "exit_gate": rec.exit_gate,
-                "attempt": attempt.attempt,
-                "asks": rec.asks,
-                "earlier_asks": earlier,
-                "request_sha256": request.sha256,
-                "response_model": rec.get("response_model"),
-            }
-        )
-        parsed_asks += [a["parsed"] for a in earlier] + [rec.parsed]
+        turn_labels.append(label)
+        parsed_asks += [a.parsed for a in rec.earlier_asks] + [rec.parsed]
         gates.append(TurnGates(rec.t, rec.parsed, rec.update_gate, rec.exit_gate, label))
     evidence = session_evidence(path, traj, labels, sessions, missing)
-    if missing or not turns:
+    if missing or not gates:
         return None
-
     rewards = score_trajectory(gates, evidence, traj.abort is not None, parsed_asks)
-    for turn, r in zip(turns, rewards.r_update, strict=True):
-        turn["r_update"] = r
-    abort = traj.abort[1].abort if traj.abort else None
-    record = {
-        "trajectory_id": tid,
-        "turns": turns,
-        "r_exit": rewards.r_exit,
-        "r_exit_reason": rewards.r_exit_reason,
-        "r_format": rewards.r_format,
-        "r_outcome": rewards.r_outcome,
-        "t_exit": rewards.t_exit,
-        "t_last_evidence": rewards.t_last_evidence,
-        **{name: getattr(first, name) for name in TRAJECTORY_FIELDS},
-        "aborted": None
-        if traj.abort is None or abort is None
-        else {"t": traj.abort[1].t, "reason": abort.reason, "component": abort.component},
-    }
-    return record
+    return Scored(traj, tuple(turn_labels), rewards)
+
+
+def trajectory(
+    path: str, scored: Scored, advantages: Sequence[Advantage], split: Split
+) -> Trajectory:
+    """The corpus record of a scored trajectory, its turns' advantages given: each turn's
+    prompt and response from its sha-checked recording, never re-assembled. Its
+    session's place in `split` goes into the record, and so into each of its rows."""
+    traj, rewards = scored.traj, scored.rewards
+    first = traj.first
+    turns = [
+        _turn(path, lineno, rec, label, r_update, adv)
+        for (lineno, rec), label, r_update, adv in zip(
+            traj.turns, scored.labels, rewards.r_update, advantages, strict=True
+        )
+    ]
+    return Trajectory(
+        trajectory_id=first.trajectory_id,
+        turns=turns,
+        r_exit=rewards.r_exit,
+        r_exit_reason=rewards.r_exit_reason,
+        r_format=rewards.r_format,
+        r_outcome=rewards.r_outcome,
+        t_exit=rewards.t_exit,
+        t_last_evidence=rewards.t_last_evidence,
+        project=first.project,
+        query_id=first.query_id,
+        session=first.session,
+        sample=first.sample,
+        level=first.level,
+        model=first.model,
+        split=split.of(first.session),
+        aborted=traj.aborted,
+    )
+
+
+def _turn(
+    path: str,
+    lineno: int,
+    rec: LogLine,
+    label: bool,
+    r_update: Literal[1, -1],
+    adv: Advantage,
+) -> TrajectoryTurn:
+    """A trainable turn; its recordings are checked in the order its fields are written
+    (the prompt, the response, the earlier asks)."""
+    request, attempt = rec.request, rec.response
+    assert request is not None and attempt is not None  # check_line: status ok
+    return TrajectoryTurn(
+        t=rec.t,
+        prompt=recorded_messages(path, lineno, request),
+        response=response_text(path, lineno, "content", rec),
+        r_update=r_update,
+        parsed=rec.parsed,
+        chunk_sha=rec.chunk_sha,
+        label=label,
+        update_gate=rec.update_gate,
+        exit_gate=rec.exit_gate,
+        attempt=attempt.attempt,
+        asks=rec.asks,
+        earlier_asks=[
+            earlier_ask(path, lineno, f"earlier_asks.{i}", a)
+            for i, a in enumerate(rec.earlier_asks)
+        ],
+        request_sha256=request.sha256,
+        response_model=or_none(rec.response_model),
+        advantage=adv[0],
+        advantage_traj=adv[1],
+        advantage_turn=adv[2],
+    )
 
 
 def session_evidence(

@@ -49,7 +49,8 @@ def schema(name: str) -> dict[str, Any]:
     """The JSON Schema `workflow/schemas/<name>.schema.yaml`."""
     with open(SCHEMAS_DIR / f"{name}.schema.yaml", encoding="utf-8") as f:
         # libyaml's loader: the pure-Python one costs ~0.1 s, much of a small stage job
-        return yaml.load(f, Loader=SCHEMA_LOADER)  # noqa: S506 (a SafeLoader)
+        loaded: dict[str, Any] = yaml.load(f, Loader=SCHEMA_LOADER)  # noqa: S506 (a SafeLoader)
+        return loaded
 
 
 SCHEMA_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -70,7 +71,11 @@ def strict_validator_class(s: dict[str, Any]) -> type[jsonschema.protocols.Valid
 
     cls = jsonschema.validators.validator_for(s)
     checker = cls.TYPE_CHECKER.redefine("integer", _is_strict_integer)
-    return jsonschema.validators.extend(cls, type_checker=checker)
+    # jsonschema's stubs leave `extend` untyped: it returns a validator class
+    extended: type[jsonschema.protocols.Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        cls, type_checker=checker
+    )
+    return extended
 
 
 @cache
@@ -143,7 +148,9 @@ def iter_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, 
             yield lineno, raw, json_line(path, lineno, raw)
 
 
-def read_jsonl(path: str | os.PathLike[str], schema_name: str | None = None) -> Iterator[dict]:
+def read_jsonl(
+    path: str | os.PathLike[str], schema_name: str | None = None
+) -> Iterator[dict[str, Any]]:
     """Yield (validated) records from a JSON Lines file, streaming."""
     if schema_name is None:
         for _, _, record in iter_json_lines(path):
@@ -229,10 +236,11 @@ def _strict_type(self: Any) -> None:
     from fastjsonschema.draft04 import JSON_TYPE_TO_PYTHON_TYPE
     from fastjsonschema.generator import enforce_list
 
-    types = enforce_list(self._definition["type"])
+    types: list[str] = enforce_list(self._definition["type"])  # type: ignore[no-untyped-call]
     if "integer" not in types or "number" in types:
         parent: Any = type(self).__mro__[1]  # the generator class this one extends
-        return parent.generate_type(self)
+        parent.generate_type(self)
+        return
     python_types = ", ".join(JSON_TYPE_TO_PYTHON_TYPE[t] for t in types)
     # bool is an int in Python, not an integer in JSON
     extra = "" if "boolean" in types else f" or isinstance({self._variable}, bool)"
@@ -242,7 +250,7 @@ def _strict_type(self: Any) -> None:
 
 def read_jsonl_fast(
     path: str | os.PathLike[str], schema_name: str
-) -> Iterator[tuple[int, bytes, dict]]:
+) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
     """(line number, raw bytes, validated record) for files that grow with the corpus."""
     for lineno, raw, record in iter_json_lines(path):
         yield lineno, raw, checked(record, schema_name, path, lineno)

@@ -66,7 +66,8 @@ def cached_validator(inputs: Any, generate: Callable[[], str]) -> Callable[[Any]
         _write(path, marshal.dumps(code))
     namespace: dict[str, Any] = {}
     exec(code, namespace)  # noqa: S102 (fastjsonschema's code for one of our schemas)
-    return namespace["validate"]
+    validate: Callable[[Any], Any] = namespace["validate"]
+    return validate
 
 
 def cached_data(inputs: Any, make: Callable[[], Any]) -> Any:

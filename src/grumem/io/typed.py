@@ -27,8 +27,8 @@ from grumem.records import schema_name
 from grumem.records.base import JsonObject, Record, decoder, shape_error
 from grumem.records.response import ResponseRecord
 
-__all__ = ["checked_document", "decode_line", "read_checked", "read_records", "read_responses"]
-__all__ += ["write_records"]
+__all__ = ["checked_document", "decode_line", "encode_checked", "read_checked", "read_records"]
+__all__ += ["read_responses", "write_records"]
 
 R = TypeVar("R")
 
@@ -99,25 +99,32 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Record], kind:
     """Write records of `kind` atomically, one JSON line each as grumem.core.json_text.dumps
     writes it, each checked against its class (so its schema) first; return how many."""
     n = 0
-    check = decoder(kind).decode
     with atomic_writer(path, "wb") as f:
         for n, record in enumerate(records, start=1):
-            try:
-                data = record.encode()
-            except UnicodeEncodeError:
-                check_no_lone_surrogate(path, n, record.to_dict())  # names the field
-                raise
-            try:
-                check(data)
-            except msgspec.ValidationError as e:
-                validate(
-                    record.to_dict(), schema_name(kind), path, n
-                )  # names the field, if it agrees
-                error = shape_error(e)
-                raise RecordError(path, n, error.field, error.why) from None
-            f.write(data)
+            f.write(encode_checked(record, kind, path, n))
             f.write(b"\n")
     return n
+
+
+def encode_checked(
+    record: Record, kind: Any, path: str | os.PathLike[str], line: int | None
+) -> bytes:
+    """The record's JSON line (no newline) as grumem.core.json_text.dumps writes it, checked
+    against its class `kind` (so its schema) in one C pass: a record built wrong (a
+    constructor checks no type) is a RecordError naming `path`, `line` and the field,
+    before it is written."""
+    try:
+        data = record.encode()
+    except UnicodeEncodeError:
+        check_no_lone_surrogate(path, line, record.to_dict())  # names the field
+        raise
+    try:
+        decoder(kind).decode(data)
+    except msgspec.ValidationError as e:
+        validate(record.to_dict(), schema_name(kind), path, line)  # names the field, if it agrees
+        error = shape_error(e)
+        raise RecordError(path, line, error.field, error.why) from None
+    return data
 
 
 @functools.cache

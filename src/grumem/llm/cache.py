@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from grumem.core.json_text import dumps, sha256_bytes, stdlib_loads
-from grumem.core.recording import response_bytes
+from grumem.core.recording import raw_body
 from grumem.errors import CacheError, CorruptEntry
 from grumem.io.fsync import fsync_dir
 from grumem.io.jsonl import atomic_writer, compile_fast, schema
@@ -164,7 +164,7 @@ def _attempt_problem(i: int, attempt: Any) -> str | None:
         message = e.message if e else fast.message
         return f"field '{field}' {message}"
     try:
-        raw = response_bytes(attempt)
+        raw = raw_body(attempt["body"], attempt.get("body_b64"))  # checked: the attempt's shape
     except ValueError as e:
         return f"field 'attempts.{i}.body_b64' {e}"
     digest = None if raw is None else sha256_bytes(raw)

@@ -24,6 +24,7 @@ from grumem.errors import GrumemError
 from grumem.io.progress import Progress
 from grumem.llm.job import failed_requests_message
 from grumem.llm.request import build_body, sampling_params
+from grumem.records.response import Attempt
 
 # Every judge request is sample 0: one judgement per pair. With temperature 0
 # (the default) the seed does not matter; above 0 it keeps a rerun's request
@@ -59,7 +60,7 @@ async def judge_pair(
     progress.answers += 1
     # the recording check of gates and export: the answer (fresh or from the cache)
     # must match its sha256, and its content comes from the raw bytes
-    raw = check_response(client.cache.path(sha), None, ex.response)
+    raw = check_response(client.cache.path(sha), None, Attempt.convert(ex.response))
     return judge_answer(pair, sha, raw, ex.response["body"], s.max_tokens, s.model)
 
 

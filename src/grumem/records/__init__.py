@@ -2,7 +2,7 @@
 but config.schema.yaml and queries.schema.yaml (settings a person writes in YAML,
 loaded and checked by grumem.config, not records a stage writes for another).
 
-    records/base.py        Record: decode, convert, encode, read like a dict
+    records/base.py        Record: decode, convert, encode; its fields read as attributes
     records/chunk.py       ChunkLine (chunk), ChunkManifest (chunk-manifest)
     records/session_index.py     SessionIndexEntry (session)
     records/prompt.py      PromptRecord (prompt)

@@ -21,10 +21,9 @@ field, in the schema's property order, which is the order the writers emit keys
   `__post_init__`, which msgspec runs on every decode, convert and construction.
 
 Records are frozen (no field is reassigned); arrays are lists, as JSON gives them,
-so `to_dict` is the JSON value itself.
-
-A record reads like the dict it replaces (`r["body"]`, `r.get("body_b64")`), so a
-function of grumem.core that takes a dict read by another stage takes a record too.
+so `to_dict` is the JSON value itself. A field is read as an attribute (`r.body`),
+checked by mypy where the code is typed; an optional one the record does not have
+is ABSENT (`or_none` reads it as None).
 """
 
 from __future__ import annotations
@@ -32,10 +31,12 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import re
 import types
 import typing
-from typing import Annotated, Any, Literal, Protocol, Self, TypeAlias
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Literal, Self, TypeAlias, TypeVar
 
 import msgspec
 
@@ -45,14 +46,15 @@ __all__ = [
     "ABSENT",
     "Absent",
     "Count",
-    "Fields",
     "JsonObject",
     "NonEmpty",
     "Number",
     "Positive",
     "Record",
     "Sha256",
+    "SplitName",
     "decoder",
+    "or_none",
     "shape_error",
 ]
 
@@ -65,27 +67,19 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 Number: TypeAlias = int | float
+# a session's split (grumem.core.split), in every exported row
+SplitName: TypeAlias = Literal["train", "val", "test"]
+
+T = TypeVar("T")
 
 
-class Fields(Protocol):
-    """What reads a record's fields by name: a Record, or the JSON object it decodes from."""
-
-    def __getitem__(self, name: str, /) -> Any: ...
-
-    def get(self, name: str, default: Any = None, /) -> Any: ...
+def or_none(value: T | Absent) -> T | None:
+    """An optional field's value, None where the record does not have it (ABSENT)."""
+    return None if isinstance(value, msgspec.UnsetType) else value
 
 
 class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A record of one schema; subclasses are its closed objects, in the schema's order."""
-
-    # r["name"] is the attribute lookup itself (a C slot, not a Python method: the
-    # export reads ~45 fields a line); a field that is not there is an AttributeError
-    __getitem__ = object.__getattribute__
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """The field's value, `default` when the record has no such field or it is ABSENT."""
-        value = getattr(self, name, default)
-        return default if value is ABSENT else value
 
     @classmethod
     def decode(cls, data: bytes | str) -> Self:
@@ -143,28 +137,51 @@ def shape_error(e: msgspec.MsgspecError) -> RecordShapeError:
 # --- encoding: where msgspec and the stdlib write a float differently ---------------------
 
 
-def _float_agrees(x: float) -> bool:
-    return x == 0.0 or (math.isfinite(x) and 1e-4 <= abs(x) < 1e16)
-
-
-def _agrees(value: Any) -> bool:
-    """False when `value` holds a float msgspec writes otherwise than json.dumps."""
-    t = type(value)
-    if t is float:
-        return _float_agrees(value)
-    if t is str or t is int or t is bool or value is None or value is ABSENT:
-        return True
-    if isinstance(value, Record):
-        return _floats_agree(value)
-    if t is dict:
-        return all(_agrees(v) for v in value.values())
-    if t is list or t is tuple:
-        return all(_agrees(v) for v in value)
-    return False  # not a JSON value: the stdlib decides (and refuses)
-
-
 def _floats_agree(record: Record) -> bool:
-    return all(_agrees(getattr(record, name)) for name in _float_fields(type(record)))
+    """False when `record` holds a float msgspec writes otherwise than json.dumps. Only
+    the fields that may hold one are looked at, each class's in one C call (an export
+    writes ~20 records a trajectory: the walk is a third of Record.encode's time)."""
+    get = _FLOAT_GETTERS.get(type(record))
+    if get is None:
+        get = _FLOAT_GETTERS[type(record)] = _float_getter(type(record))
+    return _all_agree(get(record))
+
+
+def _all_agree(values: Iterable[Any]) -> bool:
+    for v in values:
+        t = type(v)
+        if t is float:
+            if not (v == 0.0 or (_isfinite(v) and 1e-4 <= abs(v) < 1e16)):
+                return False
+        elif v is None or t is str or t is int or t is bool or v is ABSENT:
+            continue
+        elif t is list or t is tuple:
+            if not _all_agree(v):
+                return False
+        elif isinstance(v, Record):
+            if not _floats_agree(v):
+                return False
+        elif t is dict:
+            if not _all_agree(v.values()):
+                return False
+        else:
+            return False  # not a JSON value: the stdlib decides (and refuses)
+    return True
+
+
+_isfinite = math.isfinite
+_FLOAT_GETTERS: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
+
+
+def _float_getter(cls: type[Record]) -> Callable[[Record], tuple[Any, ...]]:
+    """The values of the fields of `cls` that may hold a float, as a tuple."""
+    names = _float_fields(cls)
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda record: (one(record),)
+    if not names:
+        return lambda record: ()
+    return operator.attrgetter(*names)
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, NamedTuple, Self, TypeAlias
 import msgspec
 
 from grumem.errors import RecordShapeError, RolloutRowError
-from grumem.records.base import Count, NonEmpty, Positive, Record, Sha256
+from grumem.records.base import Count, NonEmpty, Positive, Record, Sha256, SplitName
 from grumem.records.return_weights import ReturnWeights
 
 __all__ = [
@@ -77,7 +77,7 @@ class RolloutInfo(Record, frozen=True):
     """What grumem's agent loop reads of the row (verl passes it as `extra_info`)."""
 
     index: Count
-    split: str
+    split: SplitName
     project: NonEmpty
     query_id: NonEmpty
     session: NonEmpty

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from grumem.records.base import Count, Number, Positive, Record, Sha256
+from grumem.records.base import Count, Number, Positive, Record, Sha256, SplitName
 from grumem.records.gate import ParseFailure
 
 __all__ = ["R_EXIT", "Aborted", "Message", "Trajectory", "TrajectoryTurn", "TrajectoryEarlierAsk"]
@@ -79,6 +79,7 @@ class Trajectory(Record, frozen=True):
     sample: Count
     level: Literal["L1", "L2"]
     model: str
+    split: SplitName
     aborted: Aborted | None
 
     def __post_init__(self) -> None:

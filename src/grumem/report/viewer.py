@@ -49,8 +49,12 @@ from typing import IO, Any
 from grumem.core.template import memory_text
 from grumem.corpus.log_reader import LogReader, LogTrajectory, group_trajectories
 from grumem.errors import RecordError
-from grumem.io.jsonl import atomic_writer, read_jsonl_fast
+from grumem.io.jsonl import atomic_writer
 from grumem.io.template_files import GRU_MEM_TEMPLATE, load_template
+from grumem.io.typed import read_records
+from grumem.records.gate import ParseFailure
+from grumem.records.log import LogLine
+from grumem.records.trajectory import Trajectory, TrajectoryTurn
 
 VIEWER = "viewer.html"
 DEFAULT_MAX_TRAJECTORIES = 500
@@ -139,14 +143,13 @@ def script_json(value: Any) -> str:
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def stratum(traj: dict[str, Any]) -> tuple[str, int, str]:
-    """(r_exit by name or reason, r_format, abort reason or "none") of a corpus record
-    or of its view."""
-    aborted = traj["aborted"]
+def stratum(traj: Trajectory) -> tuple[str, int, str]:
+    """(r_exit by name or reason, r_format, abort reason or "none") of a corpus record."""
+    aborted = traj.aborted
     return (
-        exit_label(traj["r_exit"], traj["r_exit_reason"]),
-        traj["r_format"],
-        "none" if aborted is None else aborted["reason"],
+        exit_label(traj.r_exit, traj.r_exit_reason),
+        traj.r_format,
+        "none" if aborted is None else aborted.reason,
     )
 
 
@@ -182,12 +185,12 @@ def plan(trajectories: str | os.PathLike[str], max_trajectories: int) -> Plan:
     keep: dict[tuple[str, int, str], list[tuple[int, str]]] = {}
     counts: Counter[tuple[str, int, str]] = Counter()
     n = 0
-    for _, _, traj in read_jsonl_fast(str(trajectories), "trajectory"):
+    for _, traj in read_records(trajectories, Trajectory):
         n += 1
         key = stratum(traj)
         counts[key] += 1
         heap = keep.setdefault(key, [])
-        item = (-id_rank(traj["trajectory_id"]), traj["trajectory_id"])
+        item = (-id_rank(traj.trajectory_id), traj.trajectory_id)
         if len(heap) < max_trajectories:
             heapq.heappush(heap, item)
         elif item > heap[0]:
@@ -200,71 +203,68 @@ def plan(trajectories: str | os.PathLike[str], max_trajectories: int) -> Plan:
 
 
 def turn_view(
-    turn: dict[str, Any], line: Any, shape: PromptShape, sections: dict[str, str]
+    turn: TrajectoryTurn, line: LogLine, shape: PromptShape, sections: dict[str, str]
 ) -> tuple[dict[str, Any], str | None]:
     """One turn as the page shows it, and the question its prompt holds (if it parses)."""
-    user = turn["prompt"][-1]["content"]
-    split = shape.split(user, line["memory_before"])
+    user = turn.prompt[-1].content
+    split = shape.split(user, line.memory_before)
     view: dict[str, Any] = {
-        "t": turn["t"],
-        "chunk_sha": turn["chunk_sha"],
-        "label": turn["label"],
-        "update_gate": turn["update_gate"],
-        "exit_gate": turn["exit_gate"],
-        "parsed": turn["parsed"],
-        "parse_error": _parse_error(line["parse_error"]),
+        "t": turn.t,
+        "chunk_sha": turn.chunk_sha,
+        "label": turn.label,
+        "update_gate": turn.update_gate,
+        "exit_gate": turn.exit_gate,
+        "parsed": turn.parsed,
+        "parse_error": _parse_error(line.parse_error),
         "earlier_asks": [
-            {"ask": a["ask"], "parse_error": _parse_error(a["parse_error"])}
-            for a in line["earlier_asks"]
+            {"ask": a.ask, "parse_error": _parse_error(a.parse_error)} for a in line.earlier_asks
         ],
-        "r_update": turn["r_update"],
-        "advantage": turn["advantage"],
-        "advantage_traj": turn["advantage_traj"],
-        "advantage_turn": turn["advantage_turn"],
-        "think": line["think"],
-        "memory": memory_diff(line["memory_before"], line["memory_after"]),
-        "memory_empty": line["memory_after"] is None,
-        "response": turn["response"],
-        "asks": turn["asks"],
-        "attempt": turn["attempt"],
-        "latency_s": None if line["response"] is None else line["response"]["latency_s"],
+        "r_update": turn.r_update,
+        "advantage": turn.advantage,
+        "advantage_traj": turn.advantage_traj,
+        "advantage_turn": turn.advantage_turn,
+        "think": line.think,
+        "memory": memory_diff(line.memory_before, line.memory_after),
+        "memory_empty": line.memory_after is None,
+        "response": turn.response,
+        "asks": turn.asks,
+        "attempt": turn.attempt,
+        "latency_s": None if line.response is None else line.response.latency_s,
         "prompt": None if split else user,
     }
     if split is not None:
-        sections.setdefault(turn["chunk_sha"], split[1])
+        sections.setdefault(turn.chunk_sha, split[1])
     return view, None if split is None else split[0]
 
 
-def _parse_error(e: Any) -> dict[str, str] | None:
-    if e is None:
-        return None
-    return {"tag": str(e.get("tag")), "reason": str(e.get("reason"))}
+def _parse_error(e: ParseFailure | None) -> dict[str, str] | None:
+    return None if e is None else {"tag": e.tag, "reason": e.reason}
 
 
 def trajectory_view(
-    traj: dict[str, Any], log: LogTrajectory, shape: PromptShape, log_path: str
+    traj: Trajectory, log: LogTrajectory, shape: PromptShape, log_path: str
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A joined trajectory as the page shows it, and the sections it needs (sha -> text)."""
-    lines = {rec["t"]: (lineno, rec) for lineno, rec in log.turns}
+    lines = {rec.t: (lineno, rec) for lineno, rec in log.turns}
     sections: dict[str, str] = {}
     turns = []
     question = None
-    for turn in traj["turns"]:
-        if turn["t"] not in lines:
+    for turn in traj.turns:
+        if turn.t not in lines:
             raise RecordError(
                 log_path,
                 None,
                 "t",
-                f"trajectory {traj['trajectory_id']!r} has no log line for its turn"
-                f" t={turn['t']}: the corpus is not the export of this log",
+                f"trajectory {traj.trajectory_id!r} has no log line for its turn"
+                f" t={turn.t}: the corpus is not the export of this log",
             )
-        lineno, line = lines[turn["t"]]
-        if line["chunk_sha"] != turn["chunk_sha"]:
+        lineno, line = lines[turn.t]
+        if line.chunk_sha != turn.chunk_sha:
             raise RecordError(
                 log_path,
                 lineno,
                 "chunk_sha",
-                f"differs from the corpus's turn t={turn['t']} of {traj['trajectory_id']!r}:"
+                f"differs from the corpus's turn t={turn.t} of {traj.trajectory_id!r}:"
                 " the corpus is not the export of this log",
             )
         view, q = turn_view(turn, line, shape, sections)
@@ -273,21 +273,22 @@ def trajectory_view(
     abort = None
     if log.abort is not None:
         a = log.abort[1]
-        abort = {"t": a["t"], **{k: a["abort"][k] for k in ("reason", "component", "detail")}}
+        assert a.abort is not None  # the reader's check: an aborted line says why
+        abort = {"t": a.t, **a.abort.to_dict()}
     view = {
-        "id": traj["trajectory_id"],
-        "query_id": traj["query_id"],
+        "id": traj.trajectory_id,
+        "query_id": traj.query_id,
         "question": question,
-        "session": traj["session"],
-        "sample": traj["sample"],
-        "level": traj["level"],
-        "model": traj["model"],
-        "r_exit": traj["r_exit"],
-        "r_exit_reason": traj["r_exit_reason"],
-        "r_format": traj["r_format"],
-        "r_outcome": traj["r_outcome"],
-        "t_exit": traj["t_exit"],
-        "t_last_evidence": traj["t_last_evidence"],
+        "session": traj.session,
+        "sample": traj.sample,
+        "level": traj.level,
+        "model": traj.model,
+        "r_exit": traj.r_exit,
+        "r_exit_reason": traj.r_exit_reason,
+        "r_format": traj.r_format,
+        "r_outcome": traj.r_outcome,
+        "t_exit": traj.t_exit,
+        "t_last_evidence": traj.t_last_evidence,
         "aborted": abort,
         "turns": turns,
     }
@@ -315,22 +316,22 @@ def index_row(view: dict[str, Any]) -> dict[str, Any]:
 
 def joined(
     log_path: str, trajectories_path: str
-) -> Iterator[tuple[dict[str, Any] | None, LogTrajectory]]:
+) -> Iterator[tuple[Trajectory | None, LogTrajectory]]:
     """The log's trajectories with their corpus records, side by side in one stream
     (the export writes the corpus in the log's order); None for a trajectory aborted
     before its first answer, which the export leaves out."""
-    corpus = read_jsonl_fast(trajectories_path, "trajectory")
+    corpus = read_records(trajectories_path, Trajectory)
     pending = next(corpus, None)
     for log in group_trajectories(log_path, iter(LogReader(log_path, hash=False))):
-        tid = log.first["trajectory_id"]
-        if pending is not None and pending[2]["trajectory_id"] == tid:
-            yield pending[2], log
+        tid = log.first.trajectory_id
+        if pending is not None and pending[1].trajectory_id == tid:
+            yield pending[1], log
             pending = next(corpus, None)
         elif not log.turns:
             yield None, log
         else:
             where = pending[0] if pending is not None else None
-            found = repr(pending[2]["trajectory_id"]) if pending is not None else "its end"
+            found = repr(pending[1].trajectory_id) if pending is not None else "its end"
             raise RecordError(
                 trajectories_path,
                 where,
@@ -343,7 +344,7 @@ def joined(
             trajectories_path,
             pending[0],
             "trajectory_id",
-            f"{pending[2]['trajectory_id']!r} is not in the log: give the log it was exported from",
+            f"{pending[1].trajectory_id!r} is not in the log: give the log it was exported from",
         )
 
 
@@ -402,7 +403,7 @@ def write_viewer(
             if traj is None:
                 not_exported += 1
                 continue
-            if traj["trajectory_id"] not in wanted:
+            if traj.trajectory_id not in wanted:
                 continue
             view, sections = trajectory_view(traj, log_traj, shape, log_path)
             if view["question"] is not None:
@@ -414,7 +415,7 @@ def write_viewer(
                     spool.put("s:" + sha, script_json(text).encode("utf-8"))
             needs[tid] = sorted(sections)
             rows[tid] = index_row(view)  # the record itself is in the spool, not kept
-            keys[tid] = stratum(view)
+            keys[tid] = stratum(traj)
         shown, sections_shown, size = _fit(planned.order, needs, spool, max_bytes)
         index = _index(project, planned, shown, rows, keys, questions, not_exported, max_bytes)
         with atomic_writer(out, "wb") as f:

@@ -18,6 +18,7 @@ from grumem.core.recording import check_request, check_response
 from grumem.core.tokens import Tokens
 from grumem.errors import RecordError
 from grumem.io.typed import read_records, read_responses
+from grumem.records.gate import GateRecord
 from grumem.records.prompt import PromptRecord
 from grumem.records.response import AbortRecord, ExchangeRecord
 
@@ -31,7 +32,7 @@ def regate(
     responses_path: str | os.PathLike[str],
     memory_budget: int | None = None,
     tokens: Tokens | None = None,
-) -> Iterator[dict]:
+) -> Iterator[GateRecord]:
     """Re-parse every recorded ask strictly, checking the recording as it goes.
 
     Fails naming file and line when a body no longer matches its sha256, or
@@ -53,13 +54,15 @@ def regate(
             gate = interpret(rec.response, memory_budget, tokens)
             # every ask of a turn starts from the same memory; the last ask decides
             memory = memory_after(turn_memory, gate)
-            yield {
-                "trajectory_id": tid,
-                "t": rec.t,
-                "ask": rec.ask,
-                **gate.to_dict(),
-                "memory_after": memory,
-            }
+            yield GateRecord.convert(
+                {
+                    "trajectory_id": tid,
+                    "t": rec.t,
+                    "ask": rec.ask,
+                    **gate.to_dict(),
+                    "memory_after": memory,
+                }
+            )
 
 
 def _check_exchange(
@@ -97,11 +100,11 @@ def _check_exchange(
 def main(args: argparse.Namespace) -> int:
     """`grumem gates`: every recorded ask of a shard re-parsed strictly."""
     from grumem.config.settings import settings_from_args
-    from grumem.io.jsonl import write_jsonl
     from grumem.io.tokenizer import cl100k_tokens
+    from grumem.io.typed import write_records
 
     memory_budget = settings_from_args(args)["budget"]["memory"]
     gates = regate(args.prompts, args.responses, memory_budget, cl100k_tokens())
-    n = write_jsonl(args.out, gates, "gate")
+    n = write_records(args.out, gates, GateRecord)
     print(f"gates: {n} asks re-parsed into {args.out}", file=sys.stderr)
     return 0

@@ -69,7 +69,7 @@ def run(
     check_no_failed_request(unjudged, counters["requests"], out_path)
     write_jsonl(unjudged_path, unjudged, "unjudged")
     write_jsonl(out_path, labels, "label")
-    return judge_counts(labels, unjudged, counters)
+    return judge_counts([x["evidence"] for x in labels], [x["reason"] for x in unjudged], counters)
 
 
 def main(args: argparse.Namespace) -> int:

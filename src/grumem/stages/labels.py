@@ -6,11 +6,11 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from grumem.core.judge_counts import format_judge_counts, judge_counts
 from grumem.errors import RecordError
-from grumem.io.jsonl import read_jsonl, write_jsonl
+from grumem.io.typed import read_records, write_records
+from grumem.records.label import Label, UnjudgedPair
 
 
 def merge(
@@ -26,10 +26,10 @@ def merge(
     shards sent the request at the same moment, sampling above temperature 0)
     are an error, never a pick. A pair unjudged in one shard and labelled in
     another is labelled."""
-    labels: dict[tuple[str, str], tuple[dict[str, Any], str, int]] = {}
+    labels: dict[tuple[str, str], tuple[Label, str, int]] = {}
     for path in label_paths:
-        for line, rec in enumerate(read_jsonl(path, "label"), start=1):
-            pair = (rec["query_id"], rec["chunk_sha"])
+        for line, rec in read_records(path, Label):
+            pair = (rec.query_id, rec.chunk_sha)
             if pair in labels and labels[pair][0] != rec:
                 first, first_path, first_line = labels[pair]
                 raise RecordError(
@@ -37,22 +37,22 @@ def merge(
                     line,
                     "evidence",
                     f"query {pair[0]!r}, chunk {pair[1][:12]}…: {first_path} line {first_line} "
-                    f"says evidence={first['evidence']} ({first['annotator']}), this line "
-                    f"evidence={rec['evidence']} ({rec['annotator']}); rerun the judge of one "
+                    f"says evidence={first.evidence} ({first.annotator}), this line "
+                    f"evidence={rec.evidence} ({rec.annotator}); rerun the judge of one "
                     "shard so that both read the cached answer",
                 )
             labels.setdefault(pair, (rec, str(path), line))
-    unjudged: dict[tuple[str, str], dict[str, Any]] = {}
+    unjudged: dict[tuple[str, str], UnjudgedPair] = {}
     for path in unjudged_paths:
-        for rec in read_jsonl(path, "unjudged"):
-            pair = (rec["query_id"], rec["chunk_sha"])
+        for _, pending in read_records(path, UnjudgedPair):
+            pair = (pending.query_id, pending.chunk_sha)
             if pair not in labels:
-                unjudged.setdefault(pair, rec)
+                unjudged.setdefault(pair, pending)
     merged = [labels[p][0] for p in sorted(labels)]
     left = [unjudged[p] for p in sorted(unjudged)]
-    write_jsonl(unjudged_out, left, "unjudged")
-    write_jsonl(out_path, merged, "label")
-    return judge_counts(merged, left)
+    write_records(unjudged_out, left, UnjudgedPair)
+    write_records(out_path, merged, Label)
+    return judge_counts([x.evidence for x in merged], [x.reason for x in left])
 
 
 def main(args: argparse.Namespace) -> int:

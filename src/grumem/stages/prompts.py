@@ -12,6 +12,7 @@ from grumem.core.template import PromptBuilder
 from grumem.errors import BudgetError, GrumemError
 from grumem.io.chunk_files import iter_sessions
 from grumem.io.session_index import check_session, read_session_index
+from grumem.records.prompt import PromptRecord, TokenCounts
 
 
 def trajectory_id(project: str, query_id: str, session: str, sample: int) -> str:
@@ -26,7 +27,7 @@ def plan(
     samples: int,
     index: Mapping[str, str] | None = None,
     index_path: str = "",
-) -> Iterator[dict]:
+) -> Iterator[PromptRecord]:
     """Prompt records in plan order: query, session (file order), sample, then t.
 
     With the project's session index (grumem.io.session_index), a session that another
@@ -65,33 +66,33 @@ def plan(
             for k in range(samples):
                 tid = trajectory_id(project, q["id"], session, k)
                 for c, prefix, suffix, tokens in halves:
-                    yield {
-                        "trajectory_id": tid,
-                        "project": project,
-                        "query_id": q["id"],
-                        "session": session,
-                        "sample": k,
-                        "t": c.t,
-                        "chunk_sha": c.sha,
-                        "chunk_file": c.path,
-                        "chunk_line": c.line,
-                        "system": builder.system,
-                        "prefix": prefix,
-                        "suffix": suffix,
-                        "tokens": {
-                            "question": tokens["question"],
-                            "section": tokens["section"],
-                            "fixed": tokens["total"] - tokens["memory"],
-                        },
-                    }
+                    yield PromptRecord(
+                        trajectory_id=tid,
+                        project=project,
+                        query_id=q["id"],
+                        session=session,
+                        sample=k,
+                        t=c.t,
+                        chunk_sha=c.sha,
+                        chunk_file=c.path,
+                        chunk_line=c.line,
+                        system=builder.system,
+                        prefix=prefix,
+                        suffix=suffix,
+                        tokens=TokenCounts(
+                            question=tokens["question"],
+                            section=tokens["section"],
+                            fixed=tokens["total"] - tokens["memory"],
+                        ),
+                    )
 
 
 def main(args: argparse.Namespace) -> int:
     """`grumem prompts`: every (trajectory, t) of a shard, its count to stderr (the job's log)."""
     from grumem.config.settings import load_queries, settings_from_args
     from grumem.core.template import Budget
-    from grumem.io.jsonl import write_jsonl
     from grumem.io.template_files import GRU_MEM_TEMPLATE, load_prompt_builder
+    from grumem.io.typed import write_records
 
     s = settings_from_args(args)
     builder = load_prompt_builder(
@@ -107,6 +108,6 @@ def main(args: argparse.Namespace) -> int:
         index,
         args.sessions or "",
     )
-    n = write_jsonl(args.out, records, "prompt")
+    n = write_records(args.out, records, PromptRecord)
     print(f"prompts: {n} turns written to {args.out}", file=sys.stderr)
     return 0

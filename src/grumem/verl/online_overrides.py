@@ -14,16 +14,15 @@ component); a turn row is at most their sum, so that is the actor's token budget
 a micro-batch (dynamic batch sizes: verl's checks of ppo_mini_batch_size against
 data.train_batch_size count prompts, and a grumem row is a turn).
 
-The training and validation files are distinct: an export's sessions-train.parquet
-and sessions-val.parquet when its directory holds them, else sessions.parquet and a
-validation corpus given with it. Batch settings count sessions rows and are
-converted (grumem.core.train_plan, which checks them all against the files first).
+The training and validation files are the export's split files (an export's
+directory gives sessions-train.parquet and sessions-val.parquet; a file to train on
+needs a validation file: grumem.verl.turn_overrides.train_and_val_files). Batch
+settings count sessions rows and are converted (grumem.core.train_plan, which checks
+them all against the files first).
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -33,12 +32,12 @@ import pyarrow.parquet as pq
 from grumem.core.rollout_row import AGENT_NAME
 from grumem.core.train_plan import OnlinePlan, SplitShape, check_online_plan, ppo_mini_batch_size
 from grumem.errors import GrumemError
+from grumem.verl.turn_overrides import hydra_value, shell_lines, train_and_val_files
 
 __all__ = ["LEVEL_KEY", "OnlineRun", "OnlineSettings", "online_overrides", "online_run"]
-__all__ += ["shell_lines", "split_files", "split_shape", "hydra_value"]
+__all__ += ["shell_lines", "split_shape", "hydra_value"]
 
 SESSIONS = "sessions.parquet"  # the export's file name: every row
-TRAIN_FILE, VAL_FILE = "sessions-train.parquet", "sessions-val.parquet"  # its splits
 ROLLOUT_N = 4
 BATCH = 32  # sessions rows a step, or every training row when there are fewer
 MANAGER = "grumem.verl.worker.GrumemAgentLoopManager"
@@ -91,7 +90,7 @@ def online_run(
     s = settings or OnlineSettings()
     if s.level is not None and s.level not in LEVELS:
         raise GrumemError(f"--level {s.level}: give L1 or L2")
-    train_path, val_path = split_files(corpus, val_corpus)
+    train_path, val_path = train_and_val_files(corpus, val_corpus, SESSIONS)
     train, budget = split_shape(train_path)
     val, _ = split_shape(val_path)
     batch = min(BATCH, train.rows) if s.batch is None else s.batch
@@ -139,58 +138,6 @@ def online_run(
     if s.level is not None:
         out.append(f"++{LEVEL_KEY}={s.level}")  # not a key of verl's: added
     return OnlineRun(plan, train, val, out)
-
-
-def shell_lines(overrides: list[str]) -> list[str]:
-    """Each override quoted for a POSIX shell, as `$(grumem verl-config …)` splits them."""
-    return [shlex.quote(o) for o in overrides]
-
-
-# what Hydra's override grammar reads unquoted as the same string (no sweep, list, dict,
-# interpolation or escape): anything else is given as a quoted string
-_PLAIN = re.compile(r"[A-Za-z0-9_/.:@%+\-]+")
-
-
-def hydra_value(value: str) -> str:
-    """`value` as an override's value Hydra reads back exactly: as it is when plain, else
-    single-quoted (a quote, and backslashes before a quote or the end, escaped; `${`
-    escaped so OmegaConf does not read an interpolation). A path with a space or a
-    comma is otherwise split by the shell or read by Hydra as a sweep."""
-    if _PLAIN.fullmatch(value):
-        return value
-    body = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value)
-    return "'" + body.replace("${", "\\${") + "'"
-
-
-def split_files(corpus: str | Path, val_corpus: str | Path | None) -> tuple[Path, Path]:
-    """(training file, validation file). A corpus directory holding the export's splits
-    gives sessions-train.parquet and (unless `val_corpus`) sessions-val.parquet;
-    otherwise its sessions.parquet, and the validation file must be given: never the
-    training file twice."""
-    train = _sessions_file(corpus, "--corpus", TRAIN_FILE)
-    if val_corpus is not None:
-        val = _sessions_file(val_corpus, "--val-corpus", VAL_FILE)
-    elif train.name == TRAIN_FILE and (train.parent / VAL_FILE).is_file():
-        val = (train.parent / VAL_FILE).resolve()
-    else:
-        raise GrumemError(
-            f"--corpus {corpus}: no {VAL_FILE} beside {train.name}, and no --val-corpus:"
-            " validation needs held-out sessions; export with the split files, or give"
-            " --val-corpus (another export, or a sessions file of sessions not trained on)"
-        )
-    return train, val
-
-
-def _sessions_file(corpus: str | Path, option: str, split: str) -> Path:
-    path = Path(corpus)
-    if path.is_dir():
-        path = path / split if (path / split).is_file() else path / SESSIONS
-    if not path.is_file():
-        raise GrumemError(
-            f"{option} {corpus}: no {split} or {SESSIONS} there; export a corpus first"
-            " (snakemake all, or grumem export … --queries … --out-dir DIR)"
-        )
-    return path.resolve()
 
 
 def split_shape(path: Path) -> tuple[SplitShape, dict[str, int]]:

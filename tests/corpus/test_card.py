@@ -17,16 +17,32 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from grumem.corpus.card import CARD, card_text
+from grumem.corpus.card import CARD, SplitTable, card_text
 from grumem.corpus.turn_rows import PARQUET_SCHEMA
 from grumem.errors import GrumemError
 from grumem.io.jsonl import sha256_file
 from grumem.io.template_files import GRU_MEM_TEMPLATE
+from grumem.records.summary import CorpusSummary
 from grumem.stages.export import SESSIONS, SUMMARY, TURNS, export
 from support.export import FILES, FIXTURE, calibrate, inputs
 from support.verl_venv import VERL_PYTHON
 
 CHECK = Path(__file__).parents[1] / "support" / "card_check.py"
+SPLITS = SplitTable(
+    "train 0.8 / val 0.1 / test 0.1, seed 0",
+    {
+        s: {"sessions": n, "turns": 2 * n, "sessions rows": n}
+        for s, n in (("train", 3), ("val", 1), ("test", 0))
+    },
+)
+# the fixture's sessions under the default split: s-beta train, s-alpha and s-gamma test
+FIXTURE_SPLITS = ("train", "test")
+
+
+def by_split(name: str, splits: tuple[str, ...] = FIXTURE_SPLITS) -> list[dict[str, str]]:
+    """A config's data_files as the Hub reads them: each split with rows its own file."""
+    hub = {"train": "train", "val": "validation", "test": "test"}
+    return [{"split": hub[s], "path": f"{name}-{s}.parquet"} for s in splits]
 
 
 @pytest.fixture
@@ -109,8 +125,8 @@ def corpus_with_sessions(tmp_path: Path) -> Path:
 def test_the_cards_sessions_columns_are_the_sessions_files(corpus_with_sessions: Path) -> None:
     header, body = header_and_body((corpus_with_sessions / CARD).read_text(encoding="utf-8"))
     assert header["configs"] == [
-        {"config_name": "turns", "data_files": "turns.parquet", "default": True},
-        {"config_name": "sessions", "data_files": "sessions.parquet"},
+        {"config_name": "turns", "data_files": by_split("turns"), "default": True},
+        {"config_name": "sessions", "data_files": by_split("sessions")},
     ]
     listed = card_columns(body, "Columns of sessions.parquet")
     assert listed == schema_columns(pq.read_schema(corpus_with_sessions / SESSIONS))
@@ -128,20 +144,20 @@ def test_the_header_follows_the_hubs_convention(corpus: Path) -> None:
     assert "License: unset" in body
     assert header["task_categories"] == ["reinforcement-learning", "text-generation"]
     assert header["configs"] == [
-        {"config_name": "turns", "data_files": "turns.parquet", "default": True}
+        {"config_name": "turns", "data_files": by_split("turns"), "default": True}
     ]  # no sessions.parquet in this export: not named
     assert header["size_categories"] == ["n<1K"]
 
 
 def test_the_card_says_what_the_export_holds(corpus: Path) -> None:
     card = (corpus / CARD).read_text(encoding="utf-8")
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
+    summary = CorpusSummary.decode((corpus / SUMMARY).read_bytes())
     kappa = json.loads((corpus.parent / "kappa.json").read_text(encoding="utf-8"))
     assert f"{kappa['kappa']:.4f} over n = {kappa['n']} pairs" in card
     assert f"`gru-mem.txt`, sha256 `{sha256_file(GRU_MEM_TEMPLATE)}`" in card
     assert "model asked: `SmolLM2-135M-Instruct` (5 trajectories)" in card
     # the fixture's log predates the field naming the answering model
-    assert f"model that answered: `(not recorded)` ({summary['turns']} turns)" in card
+    assert f"model that answered: `(not recorded)` ({summary.turns} turns)" in card
     # the fixture's README hand count
     for row in (
         "| trajectories (exported / in the log) | 5 / 6 |",
@@ -160,11 +176,19 @@ def test_the_card_says_what_the_export_holds(corpus: Path) -> None:
 
 
 def test_a_sessions_file_gets_a_config_and_its_columns(corpus: Path) -> None:
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
+    summary = CorpusSummary.decode((corpus / SUMMARY).read_bytes())
     sessions = pa.schema([("query_id", pa.string()), ("chunks", pa.list_(pa.string()))])
-    card = card_text(summary, PARQUET_SCHEMA, {"m": 1}, {"m": 2}, None, sessions)
+    card = card_text(summary, PARQUET_SCHEMA, {"m": 1}, {"m": 2}, None, sessions, splits=SPLITS)
     header, body = header_and_body(card)
-    assert header["configs"][1] == {"config_name": "sessions", "data_files": "sessions.parquet"}
+    # SPLITS has no test rows: a split of no rows is not named (datasets refuses one)
+    assert header["configs"] == [
+        {
+            "config_name": "turns",
+            "data_files": by_split("turns", ("train", "val")),
+            "default": True,
+        },
+        {"config_name": "sessions", "data_files": by_split("sessions", ("train", "val"))},
+    ]
     assert card_columns(body, "Columns of sessions.parquet") == [
         ("query_id", "string"),
         ("chunks", "list<string>"),
@@ -173,10 +197,10 @@ def test_a_sessions_file_gets_a_config_and_its_columns(corpus: Path) -> None:
 
 
 def test_an_undescribed_column_is_an_error(corpus: Path) -> None:
-    summary = json.loads((corpus / SUMMARY).read_text(encoding="utf-8"))
+    summary = CorpusSummary.decode((corpus / SUMMARY).read_bytes())
     wider = PARQUET_SCHEMA.append(pa.field("new_column", pa.string()))
     with pytest.raises(GrumemError, match="column 'new_column' .* has no description"):
-        card_text(summary, wider, {}, {}, None)
+        card_text(summary, wider, {}, {}, None, splits=SPLITS)
 
 
 @pytest.mark.verl
@@ -199,8 +223,25 @@ def test_datasets_loads_the_corpus_directory(corpus_with_sessions: Path, tmp_pat
     seen = json.loads(proc.stdout.splitlines()[-1])
     turns = pq.read_table(corpus / TURNS)
     assert seen["default"] == seen["turns"]
-    assert seen["turns"]["train"]["rows"] == turns.num_rows == 24
+    # each split its own file; val has no rows, and is not named
+    assert {s: d["rows"] for s, d in seen["turns"].items()} == {"train": 16, "test": 8}
     assert seen["turns"]["train"]["columns"] == turns.column_names
+    assert turns.num_rows == 24
     sessions = pq.read_table(corpus / SESSIONS)
-    assert seen["sessions"]["train"]["rows"] == sessions.num_rows == 6
-    assert seen["sessions"]["train"]["columns"] == sessions.column_names
+    assert {s: d["rows"] for s, d in seen["sessions"].items()} == {"train": 2, "test": 4}
+    assert seen["sessions"]["test"]["columns"] == sessions.column_names
+
+
+def test_the_card_counts_each_split(corpus_with_sessions: Path) -> None:
+    """The fixture's hand count by split: s-beta (7 chunks) is train, with 3 trajectories
+    of 16 turns; s-alpha and s-gamma are test, 2 trajectories of 8 turns; 2 queries a
+    session make the sessions rows."""
+    card = (corpus_with_sessions / CARD).read_text(encoding="utf-8")
+    _, body = header_and_body(card)
+    section = body.split("## Splits\n", 1)[1].split("\n## ", 1)[0]
+    assert "(train 0.8 / val 0.1 / test 0.1, seed 0)" in " ".join(section.split())
+    assert re.findall(r"^\| `.*$", section, re.M) == [
+        "| `train` (`train`) | `turns-train.parquet`, `sessions-train.parquet` | 1 | 3 | 16 | 2 |",
+        "| `val` (`validation`) | `turns-val.parquet`, `sessions-val.parquet` | 0 | 0 | 0 | 0 |",
+        "| `test` (`test`) | `turns-test.parquet`, `sessions-test.parquet` | 2 | 2 | 8 | 4 |",
+    ]

@@ -1,7 +1,8 @@
-"""Record lines read and written through grumem.io.typed, and the export's two uses of
-grumem.records: every log line decoded and checked in one C pass (a line the class
-refuses goes the reference way, which names what is wrong or accepts it), and every
-corpus trajectory checked by its class before it is written."""
+"""Record lines read and written through grumem.io.typed: every log line decoded and
+checked in one C pass (a line the class refuses goes the reference way, which names
+what is wrong or accepts it), documents checked as their record, and records checked
+by their class before they are written. The export's trajectories through it:
+tests/corpus/test_trajectory.py."""
 
 from __future__ import annotations
 
@@ -17,25 +18,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grumem.core.json_text import dumps
-from grumem.corpus.trajectory import check_trajectory, record_bytes
 from grumem.errors import GrumemError, RecordError
 from grumem.io.jsonl import read_jsonl, write_jsonl
-from grumem.io.typed import (
-    checked_document,
-    decode_line,
-    read_checked,
-    read_records,
-    write_records,
-)
+from grumem.io.typed import checked_document, decode_line, read_checked, read_records, write_records
+from grumem.records.base import or_none
 from grumem.records.chunk import ChunkLine
 from grumem.records.kappa import KappaCalibration
 from grumem.records.label import Label
 from grumem.records.log import LogLine
 from grumem.records.trajectory import Trajectory
-from grumem.stages.export import TRAJECTORIES, export
 from support.checkout import FIXTURES_DIR
-from support.export import calibrate, inputs
-from support.schema_data import VALUES, mutants, mutated, paths, schema_accepts
+from support.schema_data import (
+    VALUES,
+    an_integral_float_in,
+    mutants,
+    mutated,
+    paths,
+    schema_accepts,
+)
 
 LOG = FIXTURES_DIR / "export" / "log.jsonl"
 LINES: list[dict[str, Any]] = list(read_jsonl(LOG, "log"))
@@ -78,18 +78,18 @@ def test_decodes_every_fixture_line_as_the_reference_reads_it():
         assert line is not None
         assert line.to_dict() == base
         for name, value in base.items():
-            assert msgspec.to_builtins(line[name]) == value, name
-        assert line.get("response_model") == base.get("response_model")
+            assert msgspec.to_builtins(getattr(line, name)) == value, name
+        assert or_none(line.response_model) == base.get("response_model")
 
 
 def test_absent_optional_field_reads_as_missing():
     line = decoded(LINES[0])
     assert line is not None
     assert "response_model" not in LINES[0]
-    assert line.get("response_model") is None and line.response_model is msgspec.UNSET
+    assert or_none(line.response_model) is None and line.response_model is msgspec.UNSET
     assert "response_model" not in line.to_dict()
     with pytest.raises(AttributeError):
-        line["no_such_field"]
+        line.no_such_field  # noqa: B018 (reading it is the test)
 
 
 @pytest.mark.parametrize("base", range(len(BASES)))
@@ -104,21 +104,11 @@ def test_every_single_field_mutation_accepted_exactly_when_the_schema_accepts_it
         if line is None:
             refused += 1
             if by_schema:
-                assert _an_integral_float_in(m), m
+                assert an_integral_float_in(m), m
         else:
             accepted += 1
             assert by_schema, m
     assert accepted and refused  # both branches met
-
-
-def _an_integral_float_in(value: Any) -> bool:
-    if isinstance(value, float):
-        return value.is_integer()
-    if isinstance(value, dict):
-        return any(_an_integral_float_in(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_an_integral_float_in(v) for v in value)
-    return False
 
 
 @settings(max_examples=300, deadline=None)
@@ -199,7 +189,7 @@ def test_a_huge_integer_is_read_exactly():
     line = json.loads(dumps(LINES[0]))
     line["sample"] = 2**70
     typed = decoded(line)
-    assert typed is not None and typed["sample"] == 2**70
+    assert typed is not None and typed.sample == 2**70
     assert typed.encode() == dumps(line).encode()
 
 
@@ -270,82 +260,3 @@ def test_written_records_are_checked_and_the_bytes_are_the_jsonl_writers(tmp_pat
 def test_decode_line_is_the_readers_one_call():
     raw = dumps(LINES[1]).encode()
     assert decode_line("log.jsonl", 2, raw, LogLine) == LogLine.decode(raw)
-
-
-# --- the corpus trajectories -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """The fixture's trajectories as exported, plus one with a re-ask and an abort."""
-    work = tmp_path_factory.mktemp("export")
-    for name in ("log.jsonl", "labels.jsonl", "calibration.jsonl", "chunks.jsonl"):
-        (work / name).write_bytes((FIXTURES_DIR / "export" / name).read_bytes())
-    calibrate(work)
-    export(inputs(work))
-    records = list(read_jsonl(work / "corpus" / TRAJECTORIES, "trajectory"))
-    extra = copy.deepcopy(records[0])
-    turn = extra["turns"][0]
-    turn["earlier_asks"] = [
-        {
-            "ask": 0,
-            "request_sha256": "x",
-            "response": None,
-            "parsed": False,
-            "parse_error": {"tag": "response", "reason": "no answer", "raw": ""},
-        }
-    ]
-    extra["aborted"] = {"t": 3, "reason": "budget", "component": "section"}
-    extra["r_exit"], extra["r_exit_reason"] = None, "aborted"
-    return [*records, extra]
-
-
-def test_every_exported_trajectory_passes_the_check(corpus):
-    for record in corpus:
-        assert schema_accepts(record, "trajectory")
-        check_trajectory(record)
-        assert Trajectory.convert(record).to_dict() == record
-
-
-def test_trajectory_mutations_pass_the_check_exactly_when_the_schema_accepts_them(corpus):
-    """Every field of every trajectory (nested ones too) set to each JSON type, deleted,
-    or given an unknown sibling, plus each r_exit value: the check accepts what the
-    schema accepts, and names it otherwise."""
-    accepted = refused = 0
-    for record in corpus:
-        ms = [mutated(record, ("r_exit",), v) for v in (0, 0.0, -0.75, -0.5, -1, 0.5, False)]
-        for m in ms + mutants(record):
-            try:
-                check_trajectory(m)
-            except GrumemError as e:
-                assert str(e).startswith("internal error: trajectory"), str(e)
-                refused += 1
-                if schema_accepts(m, "trajectory"):
-                    assert _an_integral_float_in(m), m
-            else:
-                accepted += 1
-                assert schema_accepts(m, "trajectory"), m
-    assert accepted and refused
-
-
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    advantages=st.lists(st.none() | st.floats(allow_nan=False), min_size=3, max_size=3),
-    parse_error=st.dictionaries(st.text(), JSON, max_size=3),
-)
-def test_record_bytes_are_what_dumps_writes(corpus, advantages, parse_error):
-    """orjson writes the line only where it agrees with the reference byte for byte:
-    tiny, huge and negative-zero floats, odd parse errors included."""
-    record = copy.deepcopy(corpus[-1])
-    for turn in record["turns"]:
-        turn["advantage"], turn["advantage_traj"], turn["advantage_turn"] = advantages
-        for ask in turn["earlier_asks"]:
-            ask["parse_error"] = parse_error
-    assert record_bytes(record) == dumps(record).encode("utf-8")
