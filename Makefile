@@ -92,13 +92,13 @@ dag: $(STAMP)
 	$(BIN)/snakemake --rulegraph mermaid-js all
 
 # The README's picture of the workflow: the rule graph of every rule (docs/rulegraph.yaml
-# is a project read from transcripts and labelled by the judge, and a policy to evaluate;
-# the targets `all` and `evaluate`), as Snakemake's dot text
+# is a project read from transcripts, labelled by the judge, trained, and a policy to
+# evaluate; the targets `all`, `evaluate` and `train`), as Snakemake's dot text
 # and graphviz's SVG of it. The rule graph lists its edges in set order: a fixed hash
 # seed makes the text the same at every run. tests/workflow/test_docs_pages.py fails
 # when the committed pair is stale.
 rulegraph: $(STAMP)
-	PYTHONHASHSEED=0 $(BIN)/snakemake --configfile docs/rulegraph.yaml --rulegraph dot all evaluate > docs/rulegraph.dot.tmp && mv docs/rulegraph.dot.tmp docs/rulegraph.dot
+	PYTHONHASHSEED=0 $(BIN)/snakemake --configfile docs/rulegraph.yaml --rulegraph dot all evaluate train > docs/rulegraph.dot.tmp && mv docs/rulegraph.dot.tmp docs/rulegraph.dot
 	dot -Tsvg docs/rulegraph.dot > docs/rulegraph.svg.tmp && mv docs/rulegraph.svg.tmp docs/rulegraph.svg
 
 clean-results:

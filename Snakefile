@@ -4,7 +4,8 @@ Targets: `export` (the card's `snakemake export`): every project's corpus under
 results/{project}/corpus/; `all` (the default): the corpus, and the plots and the
 trajectory viewer under results/{project}/report/; `evaluate`: every policy of
 evaluate.policies measured on every project's held-out sessions and compared,
-results/{project}/eval/compare.json and compare.md
+results/{project}/eval/compare.json and compare.md; `train`: verl's trainer on the
+training split of every project with a `train:` section, under results/{project}/train/
 """
 
 from snakemake.exceptions import WorkflowError
@@ -55,6 +56,7 @@ include: "workflow/rules/export.smk"
 include: "workflow/rules/report_plots.smk"
 include: "workflow/rules/report_viewer.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/train.smk"
 
 
 rule export:
@@ -67,6 +69,12 @@ rule export:
 rule evaluate:
     input:
         evaluate_targets,
+
+
+# every project that has a `train:` section: verl's trainer on its training split
+rule train:
+    input:
+        expand(rules.train_project.output, project=TRAIN_PROJECTS),
     localrule: True
 
 

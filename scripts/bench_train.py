@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_rollout_row import demo_rows  # noqa: E402
 
-from grumem.corpus.sessions import write_sessions  # noqa: E402
+from grumem.corpus.rollout_rows import write_rollout_rows  # noqa: E402
 from grumem.verl.cpu_model import model_dir  # noqa: E402
-from grumem.verl.embedded import CpuSettings, command, cpu_environment, run  # noqa: E402
+from grumem.verl.training import TrainSettings, trainer_run  # noqa: E402
 
 PHASES = {
     "gen_s": "timing_s/gen",
@@ -45,31 +46,55 @@ PHASES = {
 }
 
 
+def split_file(path: Path, rows: list[dict], split: str) -> Path:
+    rows = [{**r, "extra_info": {**r["extra_info"], "split": split}} for r in rows]
+    with open(path, "wb") as f:
+        write_rollout_rows(f, rows)
+    return path
+
+
 def bench(n: int, args: argparse.Namespace, model: Path, work: Path) -> dict[str, float] | None:
     out = work / f"n{n}"
     out.mkdir()
-    rows = [r for r in demo_rows() if r["extra_info"]["session"] == args.session][: args.rows]
-    with open(out / "sessions.parquet", "wb") as f:
-        write_sessions(f, rows)
-    settings = CpuSettings(
+    every = demo_rows()
+    rows = [r for r in every if r["extra_info"]["session"] == args.session][: args.rows]
+    held_out = [r for r in every if r["extra_info"]["session"] != args.session][:1]
+    settings = TrainSettings(
         steps=args.steps,
         batch=len(rows),
         rollouts=n,
         max_response_tokens=args.response_tokens,
         grammar=args.grammar,
+        logger=(),
+        # no validation: the figures are the training step's
+        overrides=("trainer.test_freq=-1", "trainer.save_freq=-1", *args.override),
     )
-    argv = command(out / "sessions.parquet", model, out, settings)
-    env = cpu_environment(out, threads=settings.threads)
+    run = trainer_run(
+        settings,
+        split_file(out / "sessions-train.parquet", rows, "train"),
+        split_file(out / "sessions-val.parquet", held_out, "val"),
+        model,
+        out,
+        "bench",
+        sys.executable,
+    )
+    argv, env = run.argv, run.env
+    metrics = Path(env["VERL_FILE_LOGGER_PATH"])
+    metrics.parent.mkdir(parents=True, exist_ok=True)
     env["RAY_TMPDIR"] = str(work / f"r{n}")  # short: Ray's Unix socket paths
+    env.update(v.split("=", 1) for v in args.env)
     started = time.monotonic()
     with open(out / "trainer.log", "w") as log:
-        code = run(argv, env, out, log)
+        code = subprocess.run(
+            argv, env=env, cwd=out, stdout=log, stderr=subprocess.STDOUT
+        ).returncode
     wall = time.monotonic() - started
     if code != 0:
-        print(f"n={n}: the trainer failed ({code}); its log: {out / 'trainer.log'}")
+        tail = (out / "trainer.log").read_text(errors="replace").splitlines()[-40:]
+        print(f"n={n}: the trainer failed ({code}); the end of its log:", *tail, sep="\n")
         return None
     last: dict[str, float] = {}
-    for line in (out / "metrics.jsonl").read_text().splitlines():
+    for line in metrics.read_text().splitlines():
         step = json.loads(line)
         m = step["data"]
         last = {k: float(m[v]) for k, v in PHASES.items()}
@@ -94,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=2, help="rows of the session (one a query)")
     p.add_argument("--response-tokens", type=int, default=64)
     p.add_argument("--grammar", choices=("gate",), default="gate")
+    p.add_argument(
+        "--override", action="append", default=[], help="a Hydra override of the trainer (again)"
+    )
+    p.add_argument(
+        "--env", action="append", default=[], help="VAR=VALUE in the trainer's environment (again)"
+    )
     args = p.parse_args(argv)
     model = model_dir()
     lines, failed = [], False

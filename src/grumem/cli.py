@@ -218,6 +218,37 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
         help="--online: rollouts of a row, the advantages' group (default 4, at least 2)",
     )
     p.add_argument(
+        "--level",
+        choices=("L1", "L2"),
+        help="--online: the rollouts' level (L2 stops at the policy's exit gate; default:"
+        " each row's, the export's loop.level)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        help="--online: sessions rows a training step, data.train_batch_size (default 32, or"
+        " every training row when fewer); each gives rollout-n rollouts of one training row"
+        " per turn",
+    )
+    p.add_argument(
+        "--mini-batch",
+        type=int,
+        help="--online: sessions rows an optimiser step (default: the batch, one step a"
+        " batch); a divisor of the batch. verl counts actor.ppo_mini_batch_size in training"
+        " rows (x rollout.n), and a grumem row is a turn: it is printed as this times the"
+        " turns a row reads (its chunks, rounded up)",
+    )
+    p.add_argument(
+        "--save-freq",
+        type=int,
+        help="--online: a checkpoint every N steps, and at the last (default: once an epoch)",
+    )
+    p.add_argument(
+        "--test-freq",
+        type=int,
+        help="--online: validate every N steps, and at the last (default: once an epoch)",
+    )
+    p.add_argument(
         "--max-prompt-length",
         type=int,
         help="data.max_prompt_length (default: the corpus budget, 32768 - 2048)",
@@ -236,40 +267,32 @@ def add_verl_config(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="grumem.tools.verl_config:main")
 
 
-def add_verl_cpu(sub: argparse._SubParsersAction) -> None:
+def add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "verl-cpu",
-        help="train the loop online with verl's own trainer on this CPU (the embedded backend)",
+        "train",
+        help="stage `train`: verl's own trainer with grumem's online loop on a project's split",
     )
-    p.add_argument("--corpus", required=True, help="an export's directory, or its sessions.parquet")
-    p.add_argument("--out", required=True, help="the run's directory: metrics.jsonl, checkpoints/")
-    p.add_argument(
-        "--model",
-        default=None,
-        help="an HF model folder, or a GGUF to convert (default: the demo's SmolLM2-135M)",
+    add_settings_arguments(p, connection=False)
+    add_required(
+        p,
+        project="the project (its train section, its name in verl's logs)",
+        train="the training split (sessions-train.parquet)",
+        val="the validation split (sessions-val.parquet), never the training file",
+        out_dir="the run's directory: config.yaml, command.txt, metrics.jsonl, checkpoints/",
     )
-    p.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
-    p.add_argument("--batch", type=int, default=2, help="sessions rows a step (default 2)")
-    p.add_argument("--rollouts", type=int, default=2, help="rollouts of a row (default 2)")
-    p.add_argument("--max-prompt-tokens", type=int, default=2048, help="policy tokens (2048)")
-    p.add_argument("--max-response-tokens", type=int, default=128, help="policy tokens (128)")
-    p.add_argument("--lr", type=float, default=1e-6, help="the actor's learning rate (1e-6)")
     p.add_argument(
-        "--grammar",
-        choices=("gate",),
+        "--python",
         default=None,
-        help="draw every answer under the gate grammar (log-probs stay the policy's)",
+        help="the interpreter with verl 0.9.1 and grumem (default: train.python, else"
+        " .venv-verl/bin/python)",
     )
     p.add_argument(
         "--print",
         dest="print_only",
         action="store_true",
-        help="print the command line (environment first) instead of running it",
+        help="print the trainer's command line (the variables grumem sets first), run nothing",
     )
-    p.add_argument(
-        "overrides", nargs="*", help="more Hydra overrides for verl's trainer (they win)"
-    )
-    p.set_defaults(handler="grumem.tools.verl_cpu:main")
+    p.set_defaults(handler="grumem.stages.train:main")
 
 
 TRANSCRIPT_FORMATS: tuple[str, ...] = ("auto", "claude-code", "mini-swe-agent", "swe-agent")
@@ -511,7 +534,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_kappa,
     add_export,
     add_verl_config,
-    add_verl_cpu,
+    add_train,
     add_chunk,
     add_discover,
     add_redact,

@@ -22,6 +22,7 @@ do. The hierarchy, by what went wrong:
     ├── GroupFailed                     a rollout of a verl group whose sibling failed
     ├── VerlVersionError                a verl other than the one the CPU backend is pinned to
     ├── EmbeddedTrainError              the embedded (CPU) training backend cannot start
+    ├── TrainPlanError (ValueError)     training settings the dataset or verl cannot run
     ├── RolloutRowError (ValueError)    a sessions.parquet row that cannot be built or run
     ├── SplitError (ValueError)         split fractions that are no split, or a split needed empty
     ├── EndpointError                   llm.base_url cannot be used as given
@@ -341,3 +342,12 @@ class VerlVersionError(GrumemError):
 class EmbeddedTrainError(GrumemError):
     """The embedded CPU training backend cannot run as asked: its model folder, its
     settings, or a rollout request it cannot serve."""
+
+
+class TrainPlanError(GrumemError, ValueError):
+    """Training settings checked against the dataset before verl starts: every setting
+    that cannot run, each naming its value, what it was checked against and what to do."""
+
+    def __init__(self, problems: Iterable[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))

@@ -3,6 +3,7 @@ for a group of one, and a table that hands each trajectory only its own."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,8 +14,8 @@ from grumem.errors import GrumemError
 from grumem.io.typed import read_records
 from grumem.records.return_weights import EQUAL_WEIGHTS
 from grumem.records.trajectory import Trajectory
-from grumem.stages.export import TRAJECTORIES, TURNS, export
-from support.export import T2, by_id, inputs, trajectories
+from grumem.stages.export import SESSIONS, TRAJECTORIES, TURNS, export
+from support.export import T2, by_id, inputs, sessions_inputs, trajectories
 
 
 def test_advantages_of_a_real_group(work: Path) -> None:
@@ -41,6 +42,25 @@ def test_advantages_of_a_real_group(work: Path) -> None:
     for row, t in zip(rows, turns, strict=True):
         for name in ("advantage", "advantage_traj", "advantage_turn"):
             assert row["extra_info"][name] == t[name]
+
+
+def test_trajectory_turn_weighting_reaches_the_corpus_and_the_rows(work: Path) -> None:
+    """export.turn_weighting: trajectory. q1/s-beta's two samples read 7 turns each, so
+    each weighs alike and the 14 turns pool: 11 x +1, 3 x -1, mean 4/7, std sqrt(33)/7;
+    +1 -> 3/sqrt(33), -1 -> -11/sqrt(33) at every t (under `row` the t's where both
+    samples agree are null). The sessions rows carry the setting to the group step."""
+    export(sessions_inputs(work, alpha=0.5, turn_weighting="trajectory"))
+    found = by_id(work / "corpus")
+    up, down = 3 / math.sqrt(33), -11 / math.sqrt(33)
+    for tid in (T2, "demo/q1/s-beta/1"):
+        for t in found[tid]["turns"]:
+            want = up if t["r_update"] == 1 else down
+            assert t["advantage_turn"] == pytest.approx(want, rel=1e-5)
+            assert t["advantage"] == pytest.approx(0.5 * t["advantage_traj"] + 0.5 * want, rel=1e-5)
+    # a group of one stays null under either rule
+    assert {t["advantage"] for t in found["demo/q1/s-alpha/0"]["turns"]} == {None}
+    rows = pq.read_table(work / "corpus" / SESSIONS).to_pylist()
+    assert {r["extra_info"]["turn_weighting"] for r in rows} == {"trajectory"}
 
 
 def test_advantage_table_fills_in_scoring_order_only(work: Path) -> None:

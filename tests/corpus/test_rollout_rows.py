@@ -73,9 +73,10 @@ def test_sessions_rows_hold_every_session_its_chunks_and_labels(work: Path) -> N
             4000,
         )
         assert info["template_sha256"] == sha256_text(GRU_MEM_TEMPLATE.read_text(encoding="utf-8"))
-        assert (info["alpha"], info["return_weights"]) == (
+        assert (info["alpha"], info["return_weights"], info["turn_weighting"]) == (
             0.9,
             {"r_update": 1.0, "r_exit": 1.0, "r_format": 1.0},
+            "row",
         )
         assert read_rollout_row(row).chunks[-1].t == len(session)
     # the hand count of fixtures/export/README.md: q1/s-beta's evidence at 2 and 5

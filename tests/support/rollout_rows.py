@@ -72,3 +72,18 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
+
+
+SPLIT_FILES = {s: f"sessions-{s}.parquet" for s in ("train", "val", "test")}
+
+
+def write_split_files(corpus: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
+    """The export's sessions files: sessions.parquet (every row) and one file a split
+    beside it, by each row's own extra_info.split, its index its place in its file."""
+    corpus.mkdir(parents=True, exist_ok=True)
+    out = {"all": write_rows(corpus / "sessions.parquet", rows)}
+    for split, name in SPLIT_FILES.items():
+        mine = [r for r in rows if r["extra_info"]["split"] == split]
+        mine = [{**r, "extra_info": {**r["extra_info"], "index": i}} for i, r in enumerate(mine)]
+        out[split] = write_rows(corpus / name, mine)
+    return out

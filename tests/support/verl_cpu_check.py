@@ -15,6 +15,8 @@ assert nothing (the test does).
 - `server`: CpuRolloutServer (the class the replica makes a Ray actor of) given
   concurrent requests, free and under the gate grammar; the model's own full
   forward gives the log-probs it should have answered.
+- `weights`: two HF model folders (a trainer's checkpoint and the model it started
+  from) as transformers loads them, and how their parameters differ.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def job_server(spec: dict) -> dict:
 
     from grumem.verl.cpu_rollout import CpuRolloutServer
     from grumem.verl.embedded import CpuSettings, cpu_overrides
+    from grumem.verl.training import CPU_PROMPT_TOKENS
 
     model = spec["model"]
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -122,12 +125,12 @@ def job_server(spec: dict) -> dict:
     seen: dict[str, Any] = {"prompt_tokens": [len(p) for p in prompts]}
     for grammar in (None, "gate"):
         # the rollout config the CPU settings compose onto verl's own
-        settings = CpuSettings(max_response_tokens=spec["response_length"], grammar=grammar)
         config = rollout_config(
             [
-                *cpu_overrides(model, settings, spec["out"]),
-                f"data.max_prompt_length={settings.max_prompt_tokens}",
-                f"data.max_response_length={settings.max_response_tokens}",
+                *cpu_overrides(CpuSettings(grammar=grammar)),
+                f"actor_rollout_ref.model.path={model}",
+                f"data.max_prompt_length={CPU_PROMPT_TOKENS}",
+                f"data.max_response_length={spec['response_length']}",
             ]
         )
         server = CpuRolloutServer(config, {"path": model}, replica_rank=0)
@@ -215,7 +218,32 @@ def log_prob_gap(model: Any, prompt: list[int], out: Any) -> float:
     return float((want - torch.tensor(out.log_probs)).abs().max())
 
 
-JOBS = {"pins": job_pins, "registries": job_registries, "server": job_server}
+def job_weights(spec: dict) -> dict:
+    """Two HF model folders loaded by transformers: their parameters' names, and how far
+    apart they are (the largest absolute difference, and how many tensors differ)."""
+    from transformers import AutoModelForCausalLM
+
+    before, after = (
+        dict(AutoModelForCausalLM.from_pretrained(spec[k]).named_parameters())
+        for k in ("before", "after")
+    )
+    differ = [n for n in before if not torch.equal(before[n], after[n])]
+    return {
+        "same_names": sorted(before) == sorted(after),
+        "tensors": len(before),
+        "tensors_changed": len(differ),
+        "max_abs_change": max(
+            (float((before[n] - after[n]).abs().max()) for n in differ), default=0.0
+        ),
+    }
+
+
+JOBS = {
+    "pins": job_pins,
+    "registries": job_registries,
+    "server": job_server,
+    "weights": job_weights,
+}
 
 if __name__ == "__main__":
     job, spec_path = sys.argv[1], sys.argv[2]

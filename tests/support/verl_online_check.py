@@ -403,9 +403,114 @@ def job_worker(tokenizer: Any, gguf: Path, scratch: Path, spec: dict) -> dict:
         )
         seen["advantages"] = per_token_values(result)
         seen["row_bytes"] = row_bytes(row)
+        seen["refill"] = refill(config, tokenizer, scratch, spec)
     finally:
         tq.close()
         ray.shutdown()
+    return seen
+
+
+def refill(config: Any, tokenizer: Any, scratch: Path, spec: dict) -> dict:
+    """A row whose prompt is over its budget (section budget 50 tokens: the first chunk
+    is over it, whatever the policy writes) drawn first, in the same Ray session and
+    TransferQueue as the worker job. GrumemReplayBuffer as verl's trainer builds a custom
+    sampler (no sync_refill_failed_groups given), its refill_fn submitting the next row
+    of a queue as the trainer's _add_prompts_to_generate does: the over-budget row again,
+    then a good one. Then a sampler whose every refill draws the over-budget row."""
+    import logging
+
+    import transfer_queue as tq
+    from verl.utils import tensordict_utils as tu
+
+    from grumem.core.template import Budget
+    from grumem.verl.sampler import GrumemReplayBuffer
+    from grumem.verl.worker import GrumemAgentLoopWorker
+
+    (bad,) = [
+        r
+        for r in demo_rollout_rows(budget=Budget(section=50))
+        if (r["extra_info"]["query_id"], r["extra_info"]["session"]) == tuple(spec["over_budget"])
+    ]
+    good = demo_row("L1", spec["query_id"], spec["session"])
+    sessions = write_rows(scratch / "refill.parquet", [bad, good])
+    dataset = RLHFDataset(data_files=[str(sessions)], tokenizer=tokenizer, config=config.data)
+    server = ScriptedServerManager(tokenizer, spec["scripts"], eos_id(tokenizer))
+    worker = GrumemAgentLoopWorker(config, server, None, None)
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+
+    logging.getLogger("grumem.verl.sampler").addHandler(Collect(level=logging.WARNING))
+    submitted: list[str] = []  # "bad" / "good", in the order drawn
+
+    async def submit(index: int) -> None:
+        batch_dict = collate_fn([dataset[index]])
+        batch_dict["uid"] = np.array([str(uuid.uuid4())], dtype=object)
+        batch = tu.get_tensordict(batch_dict)
+        tu.assign_non_tensor_data(batch, "global_steps", 1)
+        tag = {"is_prompt": True, "status": "pending", "global_steps": 1}
+        tq.kv_batch_put(keys=[batch_dict["uid"][0]], partition_id="train", tags=[tag])
+        submitted.append("bad" if index == 0 else "good")
+        await worker.generate_sequences(batch)
+
+    def sampler(queue: list[int], loop: asyncio.AbstractEventLoop) -> Any:
+        def refill_fn(count: int) -> int:
+            for _ in range(count):
+                index = queue.pop(0) if queue else 0
+                asyncio.run_coroutine_threadsafe(submit(index), loop).result(60)
+            return count
+
+        # what verl's _build_replay_buffer gives a custom sampler: no refill settings
+        return GrumemReplayBuffer(
+            trainer_mode="sync",
+            trainer_config=config.trainer.v1.get("sync", {}),
+            max_off_policy_threshold=None,
+            max_off_policy_strategy="drop",
+            sampler_kwargs={},
+            poll_interval=0.1,
+            refill_fn=refill_fn,
+        )
+
+    async def run(queue: list[int]) -> tuple[Any, dict]:
+        loop = asyncio.get_running_loop()
+        await submit(0)
+        buffer = sampler(queue, loop)
+        try:
+            return await loop.run_in_executor(
+                None, lambda: buffer.sample(global_steps=1, partition_id="train", batch_size=1)
+            )
+        finally:
+            await asyncio.gather(*list(worker.background_tasks), return_exceptions=True)
+
+    seen: dict[str, Any] = {}
+    kv, metrics = asyncio.run(run([0, 1]))
+    seen["submitted"] = list(submitted)
+    seen["sampled_keys"] = list(kv.keys)
+    seen["sampled_rows"] = sorted(
+        {
+            "/".join((i["project"], i["query_id"], i["session"]))
+            for i in (
+                getattr(v, "data", v)
+                for v in tq.kv_batch_get(
+                    keys=kv.keys, partition_id="train", select_fields=["extra_info"]
+                )["extra_info"]
+            )
+        }
+    )
+    seen["metrics"] = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
+    seen["server_rollouts"] = len(server.assigned)
+    seen["warnings"] = list(warnings)
+    tq.kv_clear(partition_id="train", keys=list(kv.keys))
+    # every refill draws the dropped row: the sampler stops, saying so
+    submitted.clear()
+    try:
+        asyncio.run(run([]))
+        seen["all_dropped_error"] = None
+    except Exception as e:
+        seen["all_dropped_error"] = f"{type(e).__name__}: {e}"
+    seen["all_dropped_draws"] = len(submitted)
     return seen
 
 

@@ -35,13 +35,19 @@ def smollm2_gguf() -> Path:
     return gguf
 
 
+def samples2_loop() -> dict:
+    """The loop section of the demo's 2-sample overlay (fixtures/demo/config-samples2.yaml)."""
+    overlay = yaml.safe_load((REPO / "fixtures/demo/config-samples2.yaml").read_text())
+    loop: dict = overlay["loop"]
+    return loop
+
+
 def exported_demo_corpus(work: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo through the workflow against the fake server, loop.samples 2: its
-    exported corpus directory (sessions.parquet beside turns.parquet)."""
+    exported corpus directory (sessions.parquet and its split files beside turns.parquet)."""
     server = start_fake_server(samples2_script(), tmp_path_factory.mktemp("fake-server"))
     try:
-        overlay = yaml.safe_load((REPO / "fixtures/demo/config-samples2.yaml").read_text())
-        write_config(work, server.base_url, loop=overlay["loop"])
+        write_config(work, server.base_url, loop=samples2_loop())
         snakemake(work, "all")
     finally:
         server.stop()

@@ -87,7 +87,8 @@ def snakemake(
         "2",
         *args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), **kwargs)
+    environ = kwargs.pop("env", None) or env()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, **kwargs)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
@@ -266,7 +267,7 @@ PINNED_DEMO_CORPUS = {
     "turns.parquet rows": "1502eac9832df5f4570fa05ef75e2140d1b4bcf0787a6596e4bf83fa7d635175",
     "trajectories, any order": "e9444131b1bd2a1f9f22492febea26c972565e38ee03ef2ed4f3a3797be04d1a",
     "parquet rows, any order": "cd84ee74d3aed7f5c88543753bf463ad8da9f5a5daff19577522678136c93264",
-    "sessions.parquet rows": "9a2eed6d46b47bbaf72fd6fb50253d883c5fc36b28d1e3a31de30ce072c6586d",
+    "sessions.parquet rows": "fc5c90d85fdf7ead6fce4e4cea1d787712b52c4a2445ac372d54386fee496169",
 }
 
 

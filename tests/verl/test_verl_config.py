@@ -34,10 +34,11 @@ def test_prints_the_overrides_for_a_corpus(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     parsed = [shlex.split(line)[0] for line in lines]
-    path = parsed[5].removeprefix("reward.custom_reward_function.path=")
+    path = parsed[5].removeprefix("reward.custom_reward_function.path=").strip("'")
     assert parsed == [
-        f"data.train_files={(corpus / 'turns-train.parquet').resolve()}",
-        f"data.val_files={(corpus / 'turns-val.parquet').resolve()}",
+        # quoted for Hydra too: a space, and a comma would make a sweep
+        f"data.train_files='{(corpus / 'turns-train.parquet').resolve()}'",
+        f"data.val_files='{(corpus / 'turns-val.parquet').resolve()}'",
         "data.prompt_key=prompt",
         "data.max_prompt_length=30720",
         "data.max_response_length=2048",
@@ -59,33 +60,41 @@ def test_missing_corpus_fails_naming_it(tmp_path) -> None:
     assert proc.stdout == ""
 
 
-def write_sessions(corpus: Path) -> Path:
-    """The demo's rows in their split files (3 sessions train, 1 val), as the export
-    writes them; the train file."""
+def write_sessions(corpus: Path, response: int = 1024) -> dict[str, Path]:
+    """The demo's rows in their split files, as the export writes them: 3 sessions to
+    train on (6 rows, 30 chunks), 1 to validate on (2 rows), 1 to test on."""
     from grumem.core.template import Budget
-    from support.rollout_rows import demo_rollout_rows, write_rows
+    from support.rollout_rows import demo_rollout_rows, write_split_files
 
-    corpus.mkdir(parents=True, exist_ok=True)
-    rows = demo_rollout_rows(budget=Budget(response=1024))
-    for split in ("train", "val"):
-        mine = [r for r in rows if r["extra_info"]["split"] == split]
-        write_rows(corpus / f"sessions-{split}.parquet", mine)
-    return corpus / "sessions-train.parquet"
+    rows = demo_rollout_rows(budget=Budget(response=response))
+    return {k: p.resolve() for k, p in write_split_files(corpus, rows).items()}
 
 
-def test_online_prints_the_seams_and_the_rows_budget(tmp_path) -> None:
-    sessions = write_sessions(tmp_path / "my corpus").resolve()
-    proc = run("--online", "--corpus", str(sessions.parent), "--rollout-n", "8")
+def printed(*args: str) -> list[str]:
+    """The printed overrides, each line split as a shell splits `$(...)`: one word a line."""
+    proc = run(*args)
     assert proc.returncode == 0, proc.stderr
-    assert [shlex.split(line)[0] for line in proc.stdout.splitlines()] == [
+    words = [shlex.split(line) for line in proc.stdout.splitlines()]
+    assert all(len(w) == 1 for w in words), words
+    return [w[0] for w in words]
+
+
+def test_online_prints_the_seams_the_splits_and_the_batch(tmp_path) -> None:
+    files = write_sessions(tmp_path / "my corpus")  # a space: quoted for the shell and Hydra
+    assert printed("--online", "--corpus", str(tmp_path / "my corpus"), "--rollout-n", "8") == [
         "trainer.use_v1=True",
         "trainer.v1.trainer_mode=sync",
-        f"data.train_files={sessions}",
-        f"data.val_files={sessions.with_name('sessions-val.parquet')}",
+        f"data.train_files='{files['train']}'",  # the export's split files, never one twice
+        f"data.val_files='{files['val']}'",
         "data.prompt_key=prompt",
         "data.max_prompt_length=31744",  # the rows' budget: 32768 - 1024
         "data.max_response_length=1024",
+        "data.train_batch_size=6",  # 32 a step by default, at most the 6 training rows
         "actor_rollout_ref.rollout.n=8",
+        # one optimiser step a batch: 6 sessions rows x 5 turns (30 chunks / 6 rows)
+        "actor_rollout_ref.actor.ppo_mini_batch_size=30",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=32768",
         "actor_rollout_ref.rollout.agent.default_agent_loop=grumem",
         "++actor_rollout_ref.rollout.agent.agent_loop_manager_class="
         "grumem.verl.worker.GrumemAgentLoopManager",
@@ -93,7 +102,58 @@ def test_online_prints_the_seams_and_the_rows_budget(tmp_path) -> None:
         "algorithm.use_kl_in_reward=False",
         "trainer.v1.sampler.custom_sampler.path=pkg://grumem.verl.sampler",
         "trainer.v1.sampler.custom_sampler.name=GrumemReplayBuffer",
+        "trainer.v1.sampler.sync_refill_failed_groups=True",  # a failed group is refilled
+        "trainer.save_freq=1",  # once an epoch (one step here), and the last step
+        "trainer.test_freq=1",
+        'trainer.logger=["console"]',  # never wandb, which wants a login
     ]
+
+
+def test_online_settings_in_sessions_rows(tmp_path) -> None:
+    files = write_sessions(tmp_path)
+    lines = printed(
+        "--online",
+        "--corpus",
+        str(files["train"]),
+        "--val-corpus",
+        str(tmp_path),
+        "--level",
+        "L2",
+        "--batch",
+        "4",
+        "--mini-batch",
+        "2",
+        "--save-freq",
+        "3",
+        "--test-freq",
+        "2",
+    )
+    assert f"data.val_files={files['val']}" in lines  # a directory's sessions-val.parquet
+    assert "data.train_batch_size=4" in lines
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=10" in lines  # 2 rows x 5 turns
+    assert (lines[-4], lines[-3]) == ("trainer.save_freq=3", "trainer.test_freq=2")
+    assert lines[-1] == "++grumem_level=L2"  # the agent loop's level over the rows'
+
+
+def test_online_checks_name_the_numbers(tmp_path) -> None:
+    files = write_sessions(tmp_path)
+    proc = run("--online", "--corpus", str(tmp_path), "--batch", "32")
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert (
+        f"batch 32 sessions rows a step is more than the 6 rows of {files['train']}: verl would"
+        " make 6 // 32 = 0 steps an epoch; give a batch of at most 6" in proc.stderr
+    )
+    proc = run("--online", "--corpus", str(tmp_path), "--batch", "6", "--mini-batch", "4")
+    assert "mini-batch 4 does not divide the batch 6" in proc.stderr
+
+
+def test_online_never_trains_on_held_out_rows(tmp_path) -> None:
+    files = write_sessions(tmp_path)
+    # every row, held-out ones too, is not a training file
+    proc = run("--online", "--corpus", str(files["all"]), "--val-corpus", str(files["val"]))
+    assert proc.returncode != 0
+    assert "holds rows of split test, val (extra_info.split)" in proc.stderr
+    assert "1 session(s) are in both" in proc.stderr
 
 
 def test_online_refusals_name_what_to_do(tmp_path) -> None:
@@ -105,12 +165,27 @@ def test_online_refusals_name_what_to_do(tmp_path) -> None:
     assert proc.returncode != 0 and "a group needs at least 2" in proc.stderr
     proc = run("--online", "--corpus", str(tmp_path), "--w-exit", "0.5")
     assert proc.returncode != 0 and "--w-exit: compute_score's weights" in proc.stderr
-    proc = run("--corpus", str(tmp_path), "--rollout-n", "4")
-    assert proc.returncode != 0 and "give it with --online" in proc.stderr
+    proc = run("--corpus", str(tmp_path), "--rollout-n", "4", "--level", "L2")
+    assert proc.returncode != 0
+    assert "--rollout-n, --level: settings of online training; give them with --online" in (
+        proc.stderr
+    )
     (tmp_path / "sessions-train.parquet").write_bytes(b"not parquet")
     proc = run("--online", "--corpus", str(tmp_path))
     assert proc.returncode != 0 and "sessions-train.parquet: not a parquet file" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_value_hydra_would_misread_is_quoted_for_it() -> None:
+    from grumem.verl.online_overrides import hydra_value
+
+    assert hydra_value("/a/b_c-1.parquet") == "/a/b_c-1.parquet"
+    assert hydra_value("pkg://grumem.verl.sampler") == "pkg://grumem.verl.sampler"
+    assert hydra_value("/my corpus/x") == "'/my corpus/x'"
+    assert hydra_value("/a,b") == "'/a,b'"  # unquoted, Hydra reads a sweep of two values
+    assert hydra_value("/it's") == "'/it\\'s'"
+    assert hydra_value("/a\\") == "'/a\\\\'"  # a backslash before the closing quote
+    assert hydra_value("/x${y}") == "'/x\\${y}'"  # never an interpolation
 
 
 # ---------------------------------------------------------------- train and val

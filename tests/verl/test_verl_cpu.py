@@ -1,6 +1,6 @@
 """The embedded CPU training backend (grumem.verl.plugin and its parts), in .venv-verl:
 verl's own trainer, `python -m verl.trainer.main_ppo`, takes real GRPO steps with
-grumem's online loop on this machine.
+grumem's online loop on this machine, run by `snakemake train`.
 
 - its private touch points of verl are the ones grumem.verl.private names, in the
   shape written there, and another verl is refused;
@@ -9,10 +9,13 @@ grumem's online loop on this machine.
 - the rollout server batches concurrent requests, answers the log-probs a full
   forward of the same weights gives, defaults max_tokens to the response length,
   and under the gate grammar answers what the strict parser accepts;
-- verl's trainer with grumem's agent loop on a demo row exported by the workflow:
-  both steps complete, finite policy loss and grad norm, on-policy
-  (rollout_probs_diff_max < 1e-3), answers parsed under the grammar, and per-turn
-  advantages that differ within one trajectory in verl's own rollout dump.
+- `snakemake train` on the demo (its exported corpus, the split files cut to one
+  row of 3 chunks to train on, one of 2 to validate on): both steps complete with
+  finite policy loss and grad norm, on-policy (rollout_probs_diff_max < 1e-3),
+  answers parsed under the grammar, a checkpoint whose weights transformers loads
+  and training moved, a second run that continues from it at step 3, its inputs
+  left as they were, and per-turn advantages that differ within one trajectory in
+  verl's own rollout dump.
 """
 
 from __future__ import annotations
@@ -20,28 +23,23 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from grumem.core.gate_parser import ParseError, parse_gate_response
 from grumem.verl import embedded
 from grumem.verl.cpu_model import model_dir
-from support.verl_venv import exported_demo_corpus, smollm2_gguf
-from support.workflow import REPO
+from support.rollout_rows import read_rows, write_rows
+from support.verl_venv import exported_demo_corpus, samples2_loop, smollm2_gguf
+from support.workflow import REPO, demo_project, snakemake, write_config
 
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 CHECK = Path(__file__).parents[1] / "support" / "verl_cpu_check.py"
-GRUMEM = str(Path(sys.executable).with_name("grumem"))
-SESSION = "demo-03-npm-peer-deps"  # the demo's shortest session: 3 chunks
-RESPONSE_TOKENS = 64
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +95,7 @@ def test_private_touch_points_are_verl_0_9_1s_and_another_verl_is_refused(home) 
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verls_registries_find_the_cpu_platform_engine_replica_and_gloo(home) -> None:
-    env = embedded.cpu_environment(home["root"], base=home["env"])
+    env = embedded.cpu_environment(base=home["env"])
     seen = check("registries", {}, env, home["root"])
     assert "cpu" in seen["registered"]
     assert seen["platform"] == "grumem.verl.cpu_platform.CpuPlatform"
@@ -114,7 +112,6 @@ def test_verls_registries_find_the_cpu_platform_engine_replica_and_gloo(home) ->
 @pytest.mark.verl
 def test_rollout_server_batches_requests_and_answers_the_policys_log_probs(home) -> None:
     spec = {"model": str(home["model"]), "rows": 3, "response_length": 48, "max_tokens": 16}
-    spec["out"] = str(home["root"] / "server")
     seen = check("server", spec, home["env"], home["root"])
     for grammar in ("None", "gate"):
         run = seen[grammar]
@@ -135,61 +132,63 @@ def test_rollout_server_batches_requests_and_answers_the_policys_log_probs(home)
     assert any(a["parsed"] for a in seen["gate"]["answers"][:2])
 
 
-def demo_rows(corpus: Path, out: Path) -> Path:
-    """An export's directory holding one train row, of the demo's shortest session, as
-    it is, and the export's val split (validation is off: only named)."""
-    table = pq.read_table(corpus / "sessions-train.parquet")
-    keep = [
-        i
-        for i, info in enumerate(table.column("extra_info").to_pylist())
-        if info["session"] == SESSION
-    ]
-    out.mkdir()
-    pq.write_table(table.take(keep[:1]), out / "sessions-train.parquet")
-    shutil.copy(corpus / "sessions-val.parquet", out / "sessions-val.parquet")
-    return out
+def small_splits(corpus: Path) -> dict[str, str]:
+    """The exported corpus's split files made as cheap as a test affords: one row of the
+    training split cut to its first 3 chunks, and one row of the validation split cut
+    to 2 (the rows' own labels, texts and shas; t_last_evidence recounted). The sha256
+    of each, to show that training leaves them as they were."""
+    for split, chunks in (("train", 3), ("val", 2)):
+        path = corpus / f"sessions-{split}.parquet"
+        (row,) = [r for r in read_rows(path) if len(r["extra_info"]["chunks"]) >= chunks][:1]
+        info = dict(row["extra_info"], chunks=row["extra_info"]["chunks"][:chunks], index=0)
+        labels = row["reward_model"]["ground_truth"][:chunks]
+        evidence = [t for t, v in enumerate(labels, start=1) if v == "yes"]
+        info["t_last_evidence"] = evidence[-1] if evidence else None
+        row = {
+            **row,
+            "extra_info": info,
+            "reward_model": {**row["reward_model"], "ground_truth": labels},
+        }
+        write_rows(path, [row])
+    return split_digests(corpus)
 
 
-def verl_config(*args: str) -> list[str]:
-    proc = subprocess.run(
-        [GRUMEM, "verl-config", *args], capture_output=True, text=True, check=True
+def train_config(work: Path, model: Path, steps: int) -> None:
+    """The demo's config with its train section at the test's sizes."""
+    demo = yaml.safe_load((REPO / "config.yaml").read_text())["projects"]["demo"]
+    train = {
+        **demo["train"],
+        "steps": steps,
+        "model": str(model),
+        "save_freq": 2,
+        "test_freq": 2,
+        # verl's dump of each step's training rows: each turn's answer and score
+        "overrides": [f"trainer.rollout_data_dir={work / 'rollouts'}"],
+    }
+    write_config(
+        work,
+        None,
+        projects={"demo": {**demo_project(), "train": train}},
+        loop=samples2_loop(),
     )
-    return shlex.split(proc.stdout)
 
 
 @pytest.mark.slow
 @pytest.mark.verl
-def test_verls_trainer_takes_two_grpo_steps_with_grumems_loop_on_cpu(
+def test_snakemake_train_takes_grpo_steps_checkpoints_and_resumes(
     home, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """`snakemake train` on the demo's train: section (2 steps of one row, 2 rollouts,
+    answers of up to 64 tokens under the gate grammar), then one more step resumed from
+    its checkpoint."""
     work = tmp_path_factory.mktemp("train")
-    corpus = demo_rows(exported_demo_corpus(work, tmp_path_factory), work / "rows")
-    out = work / "out"
-    out.mkdir()
-    settings = embedded.CpuSettings(
-        steps=2, batch=1, rollouts=2, max_response_tokens=RESPONSE_TOKENS, grammar="gate", lr=1e-5
-    )
-    argv = embedded.command(
-        corpus,
-        home["model"],
-        out,
-        settings,
-        extra=[f"trainer.rollout_data_dir={out / 'rollouts'}"],
-        python=str(VERL_PYTHON),
-    )
-    # the online part is what `grumem verl-config --online` prints for the same corpus
-    online = verl_config(
-        "--online", "--corpus", str(corpus), "--rollout-n", "2",
-        "--max-prompt-length", str(settings.max_prompt_tokens),
-        "--max-response-length", str(RESPONSE_TOKENS),
-    )  # fmt: skip
-    assert argv[3 : 3 + len(online)] == online
-    env = embedded.cpu_environment(out, base=home["env"])
+    corpus = exported_demo_corpus(work, tmp_path_factory)
+    inputs = small_splits(corpus)
+    train_config(work, home["model"], steps=2)
+    out = work / "results/demo/train"
     started = time.monotonic()
-    with open(out / "trainer.log", "w") as log:
-        code = embedded.run(argv, env, out, log)
+    snakemake(work, "train", env=home["env"])
     seconds = time.monotonic() - started
-    assert code == 0, (out / "trainer.log").read_text()[-6000:]
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2]
     for s in steps:
@@ -198,18 +197,57 @@ def test_verls_trainer_takes_two_grpo_steps_with_grumems_loop_on_cpu(
         # the server's log-probs are the actor's: on-policy
         assert m["training/rollout_probs_diff_max"] < 1e-3
     first = steps[0]["data"]
-    turns = rollout_turns(out / "rollouts" / "1.jsonl")
+    turns = rollout_turns(work / "rollouts" / "1.jsonl")
     parsed = sum(is_parsed(t["output"]) for t in turns) / len(turns)
     assert parsed == pytest.approx(first["training/grumem/parse_rate/mean"])
     assert parsed > 0.5
-    # per-turn values reach verl's batch: in some trajectory, turns differ
+    assert first["actor/grad_norm"] > 0
+    # validation ran on the held-out split, at the last step
+    assert "val-core/grumem/reward/mean@1" in steps[1]["data"]
+    # the checkpoint of step 2 loads, and training moved its weights
+    hf = out / "checkpoints/global_step_2/actor/huggingface"
+    moved = check("weights", {"before": str(home["model"]), "after": str(hf)}, home["env"], work)
+    assert moved["same_names"] and moved["tensors_changed"] > 0 and moved["max_abs_change"] > 0
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["data"]["train_files"] == str(corpus.resolve() / "sessions-train.parquet")
+    assert config["data"]["val_files"] == str(corpus.resolve() / "sessions-val.parquet")
+    assert "verl.trainer.main_ppo" in (out / "command.txt").read_text()
+    report(steps, seconds)
+
+    # one step more: the run continues from the checkpoint of step 2
+    train_config(work, home["model"], steps=3)
+    started = time.monotonic()
+    snakemake(work, "train", env=home["env"])
+    resumed_seconds = time.monotonic() - started
+    log = (work / "logs/train/demo.log").read_text()
+    assert "resuming from the checkpoint of step 2" in log
+    again = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in again] == [1, 2, 3] and again[:2] == steps
+    assert (out / "checkpoints/global_step_3/actor/huggingface/config.json").is_file()
+    assert split_digests(corpus) == inputs  # the rule's inputs, as they were
+    # per-turn values reach verl's batch: in some trajectory, turns differ (a turn's
+    # term moves when the rollouts' r_update agree at one t and not at another)
     by_rollout: dict[str, list[float]] = {}
-    for step in (1, 2):
-        for t in rollout_turns(out / "rollouts" / f"{step}.jsonl"):
+    for step in (1, 2, 3):
+        for t in rollout_turns(work / "rollouts" / f"{step}.jsonl"):
             uid, session, _ = t["uid"].rsplit("_", 2)
             by_rollout.setdefault(f"{step}/{uid}/{session}", []).append(t["score"])
     assert any(len(set(v)) > 1 for v in by_rollout.values()), by_rollout
-    print(f"2 steps in {seconds:.0f} s")
+    print(f"the resumed run (step 3): {resumed_seconds:.0f} s")
+    report(again[2:], resumed_seconds)
+
+
+def split_digests(corpus: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        split: hashlib.sha256((corpus / f"sessions-{split}.parquet").read_bytes()).hexdigest()
+        for split in ("train", "val")
+    }
+
+
+def report(steps: list[dict], seconds: float) -> None:
+    print(f"{len(steps)} step(s) in {seconds:.0f} s with Ray's start-up and the model's init")
     for s in steps:
         m = s["data"]
         print(

@@ -48,6 +48,7 @@ VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 CHECK = Path(__file__).parents[1] / "support" / "verl_online_check.py"
 GRUMEM = str(Path(sys.executable).with_name("grumem"))
 REAL = ("errors-and-fixes", "demo-03-npm-peer-deps")
+OVER_BUDGET = ("environment", "demo-03-npm-peer-deps")  # exported with a section budget of 50
 
 YES = "<think>t</think>\n<check>yes</check>\n<update>{m}</update>\n<next>{n}</next>"
 NO = "<think>t</think>\n<check>no</check>\n<update>{m}</update>\n<next>{n}</next>"
@@ -109,6 +110,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "session": REAL[1],
                 "overrides": overrides,
                 "scripts": GROUP_CASES[0]["scripts"],
+                "over_budget": list(OVER_BUDGET),
             },
         },
     }
@@ -407,7 +409,9 @@ def test_v1_rollout_path_on_cpu_ray_transferqueue_sampler(seen) -> None:
         assert turn["advantage"] == pytest.approx(want[int(s)][int(i)])
         assert row["values"] == [pytest.approx(turn["advantage"], abs=1e-6)]
     # the sampler put grumem's metrics of the sampled rows in the step's metrics
-    assert w["metrics"] == pytest.approx(step_metrics(zip(keys, turns, strict=True), "training"))
+    metrics = dict(w["metrics"])
+    assert metrics.pop("training/grumem/rows_dropped_total") == 0
+    assert metrics == pytest.approx(step_metrics(zip(keys, turns, strict=True), "training"))
     assert w["metrics"]["training/grumem/parse_rate/mean"] == 1.0
     # each turn's training row keeps the chunk shas, not the texts
     row = read_rollout_row(
@@ -422,3 +426,29 @@ def test_v1_rollout_path_on_cpu_ray_transferqueue_sampler(seen) -> None:
     sizes = w["row_bytes"]
     assert sizes["chunks_200_without_texts"] * 50 < sizes["chunks_200"]
     print(f"a training row's extra_info: {sizes}")
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_a_failed_group_is_evicted_and_refilled_and_a_row_over_budget_dropped_once(seen) -> None:
+    """The over-budget row fails (both rollouts, at t=1, before any generation); the
+    sampler evicts its group and has a row drawn in its place, though verl hands a custom
+    sampler no refill setting. The refill draws the same row again: it fails at once
+    without a rollout and is refilled again, by the good row, whose group is the batch.
+    The dropped row is reported once, with its id, and counted."""
+    r = seen["worker"]["refill"]
+    assert r["submitted"] == ["bad", "bad", "good"]
+    assert r["server_rollouts"] == 2  # the good row's two rollouts; none of the bad row's
+    assert r["sampled_rows"] == ["demo/" + "/".join(REAL)]
+    assert len(r["sampled_keys"]) == 6  # 2 rollouts x 3 turns: the batch is whole
+    assert r["metrics"]["training/rollout_failure/evicted_samples"] == 2
+    assert r["metrics"]["training/grumem/rows_dropped_total"] == 1
+    bad = "demo/" + "/".join(OVER_BUDGET)
+    reported = [w for w in r["warnings"] if bad in w]
+    assert len(reported) == 1, r["warnings"]
+    assert "dropped from train" in reported[0] and "TurnBudgetError" in reported[0]
+    assert "section" in reported[0]
+    # when every row left is dropped, the run stops saying so instead of drawing forever
+    error = r["all_dropped_error"]
+    assert error is not None and "every train row left is dropped (1 rows" in error
+    assert r["all_dropped_draws"] < 10

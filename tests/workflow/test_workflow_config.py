@@ -213,6 +213,7 @@ def test_connection_settings_rerun_nothing_and_export_settings_rerun_the_export(
         {"return_weights": {"r_update": 2.0}},
         {"return_weights": {"r_exit": 2.0}},
         {"return_weights": {"r_format": 2.0}},
+        {"turn_weighting": "trajectory"},
         {"min_calibration": 10},
     ):
         write_config(tmp_path, server.base_url, export=export)

@@ -351,3 +351,29 @@ def evaluate_targets(wildcards):
         project=PROJECTS,
         file=["compare.json", "compare.md", *(f"{p}.svg" for p in EVALUATE_PLOTS)],
     )
+
+
+# Projects with a `train:` section, the ones the target `train` trains.
+TRAIN_PROJECTS = [p for p in PROJECTS if "train" in project_config(p)]
+
+
+def train_settings(wildcards):
+    """The project's train section as JSON for --settings, without `python` (a
+    resource: the interpreter's path is not a setting of the run)."""
+    section = project_config(wildcards.project)["train"]
+    return json.dumps(
+        {"train": {k: v for k, v in section.items() if k != "python"}}, sort_keys=True
+    )
+
+
+def train_python(wildcards):
+    """train.python, else the verl venv of this workflow's directory (make venv-verl)."""
+    python = project_config(wildcards.project)["train"]["python"]
+    return python or str(Path(workflow.basedir) / ".venv-verl" / "bin" / "python")
+
+
+def train_gpus(wildcards):
+    """GPUs a node for verl's GPU backends (the SLURM profile asks for them); none for
+    the embedded one."""
+    train = project_config(wildcards.project)["train"]
+    return 0 if train["backend"] == "embedded" else train["gpus"]

@@ -537,3 +537,27 @@ def settings_from_args(args: Any, labels_of: str | None = None) -> dict[str, Any
         config["labels"] = projects[labels_of]["labels"]
     config["llm"].update(connection)
     return config
+
+
+def train_settings_from_args(args: Any, project: str) -> dict[str, Any]:
+    """The project's `train:` section, validated, defaults filled: the `train` key of
+    `--settings` (what rule `train` passes), or the project's entry of `--config`."""
+    if args.settings is not None:
+        source = "--settings"
+        train = _json_object(args.settings, source).get("train")
+    else:
+        source = str(args.config)
+        projects = load_config(args.config)["projects"]
+        if project not in projects:
+            raise GrumemError(f"{source}: no project {project!r} (projects: {', '.join(projects)})")
+        train = projects[project].get("train")
+    if not isinstance(train, dict):
+        raise RecordError(
+            source,
+            None,
+            f"projects.{project}.train",
+            "missing: the project trains with a"
+            " `train:` section (workflow/schemas/config.schema.yaml)",
+        )
+    stub = {"chunks": "", "queries": "", "train": train}
+    return validate_config({"projects": {project: stub}}, source)["projects"][project]["train"]

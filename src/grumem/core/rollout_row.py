@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from grumem.core.advantages import ALPHA
+from grumem.core.advantages import ALPHA, ROW
 from grumem.core.json_text import sha256_text
 from grumem.core.rewards import last_evidence_turn
 from grumem.core.template import Budget, PromptBuilder
@@ -46,6 +46,7 @@ def rollout_row(
     system: str | None = None,
     alpha: float = ALPHA,
     return_weights: ReturnWeights = EQUAL_WEIGHTS,
+    turn_weighting: str = ROW,
     data_source: str = "grumem",
     ability: str = ABILITY,
     split: SplitName,
@@ -89,6 +90,7 @@ def rollout_row(
             "template_sha256": template_sha256,
             "alpha": alpha,
             "return_weights": return_weights.to_dict(),
+            "turn_weighting": turn_weighting,
         },
     }
     return RolloutRow.convert(row, f"sessions row {index} ({project}/{query['id']}/{session})")

@@ -22,6 +22,7 @@ from collections.abc import Hashable, Sequence
 from typing import TypeAlias
 
 from grumem.core.advantages import (
+    ROW,
     SINGLE_SAMPLE,
     ZERO_VARIANCE,
     NullCounts,
@@ -100,7 +101,9 @@ class AdvantageTable:
     """Every exported turn's advantages, by the trajectory's place among the exported
     ones, and the summary's account."""
 
-    def __init__(self, scores: Scores, alpha: float, weights: ReturnWeights):
+    def __init__(
+        self, scores: Scores, alpha: float, weights: ReturnWeights, turn_weighting: str = ROW
+    ):
         self._alpha = alpha
         nulls = NullCounts()
         self._group_of, self._id_hash = scores.group_of, scores.id_hash
@@ -111,7 +114,10 @@ class AdvantageTable:
             idx, group = scores.group(g)
             turn_values: dict[tuple[int, int], float | None] = {}
             for i, traj, turns in zip(
-                idx, group, group_advantages(group, alpha, weights, nulls=nulls), strict=True
+                idx,
+                group,
+                group_advantages(group, alpha, weights, nulls=nulls, turn_weighting=turn_weighting),
+                strict=True,
             ):
                 a_traj = turns[0].advantage_traj if turns else None
                 self._traj[i] = math.nan if a_traj is None else a_traj

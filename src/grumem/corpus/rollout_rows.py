@@ -24,6 +24,7 @@ from typing import IO
 
 import pyarrow as pa
 
+from grumem.core.advantages import ROW
 from grumem.core.chunk_text import Chunk
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
@@ -75,6 +76,7 @@ SESSIONS_SCHEMA = pa.schema(
                     ("template_sha256", pa.string()),
                     ("alpha", pa.float64()),
                     ("return_weights", _WEIGHTS),
+                    ("turn_weighting", pa.string()),
                 ]
             ),
         ),
@@ -103,6 +105,7 @@ class RowSettings:
     data_source: str
     ability: str
     split: Split
+    turn_weighting: str = ROW
 
 
 class SessionChunks:
@@ -184,6 +187,7 @@ def rollout_rows(
                 system=settings.system,
                 alpha=settings.alpha,
                 return_weights=settings.return_weights,
+                turn_weighting=settings.turn_weighting,
                 data_source=settings.data_source,
                 ability=settings.ability,
                 split=split,

@@ -90,6 +90,7 @@ class RolloutInfo(Record, frozen=True):
     template_sha256: Sha256
     alpha: Fraction
     return_weights: ReturnWeights
+    turn_weighting: Literal["row", "trajectory"]  # how Â_turn is normalised (core.advantages)
 
 
 class RowChunk(NamedTuple):

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from grumem.config.settings import load_queries, settings_from_args
-from grumem.core.advantages import ALPHA
+from grumem.core.advantages import ALPHA, ROW
 from grumem.core.evidence import Labels
 from grumem.core.json_text import sha256_text
 from grumem.core.rollout_row import ABILITY
@@ -103,6 +103,7 @@ class ExportInputs:
     chunks: tuple[str, ...] = ()
     alpha: float = ALPHA
     return_weights: ReturnWeights = EQUAL_WEIGHTS
+    turn_weighting: str = ROW
     template: str | None = None  # the prompts' template, named in the dataset card
     # sessions.parquet, written when the queries are given (with the chunk files): the
     # project's name and queries, and the run's settings its rows carry
@@ -124,7 +125,12 @@ def export(inputs: ExportInputs) -> CorpusSummary:
     chunks = SessionChunks(inputs.chunks) if inputs.chunks else None
     sessions = None if chunks is None else chunks.shas
 
-    table = AdvantageTable(_score(inputs, labels, sessions), inputs.alpha, inputs.return_weights)
+    table = AdvantageTable(
+        _score(inputs, labels, sessions),
+        inputs.alpha,
+        inputs.return_weights,
+        inputs.turn_weighting,
+    )
     rows = None if inputs.queries is None else _rollout_rows(inputs, chunks, labels)
     reader = LogReader(inputs.log)
     summary = Summary()
@@ -281,6 +287,7 @@ def _rollout_rows(
         system=inputs.system,
         alpha=inputs.alpha,
         return_weights=inputs.return_weights,
+        turn_weighting=inputs.turn_weighting,
         data_source=inputs.data_source,
         ability=inputs.ability,
         split=inputs.split,
@@ -367,6 +374,7 @@ def main(args: argparse.Namespace) -> int:
             return_weights=ReturnWeights(
                 float(weights["r_update"]), float(weights["r_exit"]), float(weights["r_format"])
             ),
+            turn_weighting=s["turn_weighting"],
             template=args.template,
             queries=args.queries,
             project=args.project,

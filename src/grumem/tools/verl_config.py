@@ -1,12 +1,15 @@
-"""`grumem verl-config`: print the Hydra overrides of grumem.verl.turn_overrides, one a line."""
+"""`grumem verl-config`: print the Hydra overrides of grumem.verl.turn_overrides (or, with
+--online, grumem.verl.online_overrides), one a line, quoted for a shell."""
 
 from __future__ import annotations
 
 import argparse
 
+from grumem.errors import GrumemError
 from grumem.verl.turn_overrides import MAX_PROMPT_LENGTH, MAX_RESPONSE_LENGTH, turn_overrides
 
 REWARD_KWARGS = ("w_update", "w_exit", "w_format", "format_failure")
+ONLINE_ONLY = ("rollout_n", "level", "batch", "mini_batch", "save_freq", "test_freq")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -14,11 +17,11 @@ def main(args: argparse.Namespace) -> int:
     kwargs = {k: getattr(args, k) for k in REWARD_KWARGS if getattr(args, k) is not None}
     if args.online:
         lines = _online(args, kwargs)
-    elif args.rollout_n is not None:
-        from grumem.errors import GrumemError
-
-        raise GrumemError("--rollout-n is the online group's size: give it with --online")
     else:
+        given = [k for k in ONLINE_ONLY if getattr(args, k) is not None]
+        if given:
+            flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
+            raise GrumemError(f"{flags}: settings of online training; give them with --online")
         lines = turn_overrides(
             args.corpus,
             args.val_corpus,
@@ -32,8 +35,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _online(args: argparse.Namespace, reward_kwargs: dict) -> list[str]:
-    from grumem.errors import GrumemError
-    from grumem.verl.online_overrides import ROLLOUT_N, online_overrides
+    from grumem.verl.online_overrides import (
+        ROLLOUT_N,
+        OnlineSettings,
+        online_overrides,
+        shell_lines,
+    )
 
     if reward_kwargs:
         # online, each turn's value is the group step's advantage: no reward function runs
@@ -42,10 +49,14 @@ def _online(args: argparse.Namespace, reward_kwargs: dict) -> list[str]:
             f"{flags}: compute_score's weights are for turn-level training; online, the"
             " return's weights are the export's (export.return_weights)"
         )
-    return online_overrides(
-        args.corpus,
-        args.val_corpus,
-        ROLLOUT_N if args.rollout_n is None else args.rollout_n,
-        args.max_prompt_length,
-        args.max_response_length,
+    settings = OnlineSettings(
+        rollout_n=ROLLOUT_N if args.rollout_n is None else args.rollout_n,
+        level=args.level,
+        batch=args.batch,
+        mini_batch=args.mini_batch,
+        save_freq=args.save_freq,
+        test_freq=args.test_freq,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
     )
+    return shell_lines(online_overrides(args.corpus, args.val_corpus, settings))

@@ -37,6 +37,7 @@ from grumem.errors import TurnBudgetError
 from grumem.io.template_files import GRU_MEM_TEMPLATE
 from grumem.io.tokenizer import cl100k_tokens
 from grumem.records.rollout_row import RolloutRow
+from grumem.verl.online_overrides import LEVEL_KEY
 from grumem.verl.rollout import RolloutTurn, read_rollout_row, rollout_builder, rollout_rules
 
 
@@ -72,11 +73,13 @@ class GrumemAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl's class: Any
         self.tokens = cl100k_tokens()
         self.prompt_length: int = self.rollout_config.prompt_length
         self.response_length: int = self.rollout_config.response_length
+        # `grumem verl-config --level` (++grumem_level): the rollouts' level over the rows'
+        self.level: str | None = self.config.get(LEVEL_KEY)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[TurnOutput]:
         row = read_rollout_row(kwargs)
         turns = row_turns(row, rollout_builder(row, self.template, self.tokens))
-        loop = TurnLoop(turns, rollout_rules(row, self.tokens))
+        loop = TurnLoop(turns, rollout_rules(row, self.tokens, self.level))
         request_id = uuid4().hex  # one a rollout: its turns share the template's prefix
         outputs: list[TurnOutput] = []
         for step in loop:

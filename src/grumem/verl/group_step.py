@@ -6,7 +6,14 @@ rewards and the paper's advantages (Eq. 12-13), by the export's own functions.
   over all the session's chunks: an L2 rollout that stopped never saw the later
   ones) and r_format (every turn parsed; a rollout asks once a turn).
 - grumem.core.advantages.group_advantages normalises within the group with the
-  row's α and return weights, exactly as the export does.
+  row's α, return weights and turn weighting, exactly as the export does: the
+  turn term among the rollouts that reached the same t (`row`, the paper's
+  reading), or among all the group's turns with each rollout weighted as one
+  (`trajectory`). At L2 a late t may be reached by one rollout only: under `row`
+  its turn term has nothing to compare with (0 here, null in the export), under
+  `trajectory` it is compared with the whole group. Each turn says how many
+  rollouts reached its t (`reached`), and the metrics count the turns one
+  rollout reached.
 - Training needs a number where the export keeps null: a term without variance
   (every return, or every r_update at that t, equal; or a single value) is
   (v − mean)/(std + ε) = 0 by the formula, so it enters Â as 0 and is counted.
@@ -45,6 +52,7 @@ class TurnValues:
     advantage: float  # the value trained on: null terms enter as 0
     advantage_traj: float | None  # as the export computes them (None: no variance)
     advantage_turn: float | None
+    reached: int  # how many rollouts of the group reached this t
 
 
 @dataclass(frozen=True)
@@ -101,11 +109,15 @@ def group_step(row: RolloutRow, rollouts: Sequence[Sequence[RolloutTurn]]) -> Gr
     ]
     alpha, weights = float(row.extra_info.alpha), row.extra_info.return_weights
     nulls = NullCounts()
-    table = group_advantages(scored, alpha, weights, nulls=nulls)
+    table = group_advantages(
+        scored, alpha, weights, nulls=nulls, turn_weighting=row.extra_info.turn_weighting
+    )
+    reached = Counter(t for tr in scored for t, _ in tr.r_update)
     out = []
     for tr, rw, advantages in zip(scored, rewards, table, strict=True):
         turns = tuple(
-            _turn_values(alpha, a, r) for a, (_, r) in zip(advantages, tr.r_update, strict=True)
+            _turn_values(alpha, a, r, reached[a.t])
+            for a, (_, r) in zip(advantages, tr.r_update, strict=True)
         )
         out.append(RolloutValues(rw, trajectory_return(tr, weights), exit_timing(rw), turns))
     return GroupValues(tuple(out), nulls)
@@ -118,11 +130,11 @@ def _gates(where: str, chunks: Sequence[RowChunk], turn: RolloutTurn) -> TurnGat
     return TurnGates(turn.t, turn.parsed, turn.update_gate, turn.exit_gate, chunk.evidence)
 
 
-def _turn_values(alpha: float, a: TurnAdvantage, r_update: int) -> TurnValues:
+def _turn_values(alpha: float, a: TurnAdvantage, r_update: int, reached: int) -> TurnValues:
     # a null term is the formula's 0 here (no variance); the export's null stays beside it
     trained = mix(alpha, _zero(a.advantage_traj), _zero(a.advantage_turn))
     assert trained is not None  # both terms are numbers
-    return TurnValues(a.t, r_update, trained, a.advantage_traj, a.advantage_turn)
+    return TurnValues(a.t, r_update, trained, a.advantage_traj, a.advantage_turn, reached)
 
 
 def _zero(value: float | None) -> float:
@@ -143,7 +155,9 @@ def step_metrics(rows: Iterable[tuple[str, Mapping[str, Any]]], prefix: str) -> 
     extra_fields["grumem"]) with verl's key `{uid}_{session}_{i}`.
 
     Per turn: parse rate, update-gate agreement with the label (an unparsed
-    turn does not agree), memory tokens. Per rollout: exit on time / early /
+    turn does not agree), memory tokens, how many turns' Â_turn had nothing to
+    compare with (no variance, or their t reached by one rollout: 0 in training),
+    and how many turns' t one rollout alone reached. Per rollout: exit on time / early /
     late / without an exit reward, return. Per group: how many, and how many had
     no variance in their returns (their Â_traj is 0)."""
     turns = []
@@ -164,6 +178,7 @@ def step_metrics(rows: Iterable[tuple[str, Mapping[str, Any]]], prefix: str) -> 
         f"{p}/memory_tokens/mean": _mean(g["memory_tokens"] for g in turns),
         f"{p}/turns/total": len(turns),
         f"{p}/turns/zero_variance_total": sum(g["advantage_turn"] is None for g in turns),
+        f"{p}/turns/single_rollout_total": sum(g["reached"] == 1 for g in turns),
         f"{p}/groups/total": len(groups),
         f"{p}/groups/zero_variance_total": sum(groups.values()),
     }
@@ -195,6 +210,7 @@ def turn_fields(
         "advantage": values.advantage,
         "advantage_traj": values.advantage_traj,
         "advantage_turn": values.advantage_turn,
+        "reached": values.reached,
         "last": last,
         "r_exit": rollout.rewards.r_exit,
         "r_exit_reason": rollout.rewards.r_exit_reason,

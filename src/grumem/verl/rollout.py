@@ -58,15 +58,18 @@ def rollout_builder(
     return row_prompt_builder(row, load_template(template), tokens, str(template))
 
 
-def rollout_rules(row: RolloutRow, tokens: Tokens) -> LoopRules:
-    """The rules a rollout of `row` runs by: the row's level and budget, one ask a turn.
+def rollout_rules(row: RolloutRow, tokens: Tokens, level: str | None = None) -> LoopRules:
+    """The rules a rollout of `row` runs by: `level` (None: the row's own, the export's
+    loop.level) and the row's budget, one ask a turn.
 
     No re-ask: each ask is a training row, and the paper's r_format scores a
     trajectory 0 when any turn fails to parse, because a later turn may be caused by
     an earlier malformed one. A re-ask would hide the failure the policy must learn
     from, and the group step scores one answer a turn. verl samples with its own
     seed: the loop's seed is not sent (samples 1)."""
-    return LoopRules(row.extra_info.level, 0, 1, row_budget(row), tokens)
+    if level not in (None, "L1", "L2"):
+        raise RolloutRowError(f"{row.where}: the rollouts' level {level!r} is not L1 or L2")
+    return LoopRules(level or row.extra_info.level, 0, 1, row_budget(row), tokens)
 
 
 @dataclass(frozen=True)

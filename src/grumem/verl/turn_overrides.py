@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,16 +44,17 @@ def turn_overrides(
     max_response_length: int = MAX_RESPONSE_LENGTH,
     reward_kwargs: Mapping[str, float] | None = None,
 ) -> list[str]:
-    """The overrides, shell-quoted. `corpus` is an export's directory (or its
-    turns.parquet); it must exist, or the trainer would fail much later."""
+    """The overrides, shell-quoted (and a value Hydra would misread quoted for it).
+    `corpus` is an export's directory (or its turns-train.parquet); it must exist, or
+    the trainer would fail much later."""
     train, val = train_and_val_files(corpus, val_corpus, TURNS)
     out = [
-        f"data.train_files={train}",
-        f"data.val_files={val}",
+        f"data.train_files={hydra_value(str(train))}",
+        f"data.val_files={hydra_value(str(val))}",
         "data.prompt_key=prompt",
         f"data.max_prompt_length={max_prompt_length}",
         f"data.max_response_length={max_response_length}",
-        f"reward.custom_reward_function.path={reward_function_path()}",
+        f"reward.custom_reward_function.path={hydra_value(str(reward_function_path()))}",
         "reward.custom_reward_function.name=compute_score",
     ]
     # the trainer's config has no reward_kwargs key: Hydra adds it with `+`
@@ -60,7 +62,28 @@ def turn_overrides(
         f"+reward.custom_reward_function.reward_kwargs.{k}={v}"
         for k, v in (reward_kwargs or {}).items()
     ]
-    return [shlex.quote(o) for o in out]
+    return shell_lines(out)
+
+
+def shell_lines(overrides: list[str]) -> list[str]:
+    """Each override quoted for a POSIX shell, as `$(grumem verl-config …)` splits them."""
+    return [shlex.quote(o) for o in overrides]
+
+
+# what Hydra's override grammar reads unquoted as the same string (no sweep, list, dict,
+# interpolation or escape): anything else is given as a quoted string
+_PLAIN = re.compile(r"[A-Za-z0-9_/.:@%+\-]+")
+
+
+def hydra_value(value: str) -> str:
+    """`value` as an override's value Hydra reads back exactly: as it is when plain, else
+    single-quoted (a quote, and backslashes before a quote or the end, escaped; `${`
+    escaped so OmegaConf does not read an interpolation). A path with a space or a
+    comma is otherwise split by the shell or read by Hydra as a sweep."""
+    if _PLAIN.fullmatch(value):
+        return value
+    body = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value)
+    return "'" + body.replace("${", "\\${") + "'"
 
 
 def corpus_file(corpus: str | Path, name: str, option: str) -> Path:

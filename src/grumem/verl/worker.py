@@ -13,7 +13,21 @@ arrived; the last to arrive runs the group step (grumem.verl.group_step) and
 sets every turn's score (TurnOutput.turn_score, which reaches rm_scores
 whatever the copy does); then each rollout goes on through verl's own
 postprocess. A rollout that fails releases its siblings with the error, so the
-row fails as a whole (verl then evicts and refills it) instead of hanging.
+row fails as a whole, with no training row of it stored: grumem's sampler then
+evicts the group and has a fresh row drawn in its place (verl's refill of failed
+groups), so a batch is never short of a row.
+
+A row that cannot run whatever the policy writes (a prompt over the budget by
+its question or a chunk, the agent loop's TurnBudgetError; or not a grumem row,
+RolloutRowError) is dropped for the rest of the run: the worker that meets the
+error marks the row in TransferQueue (partition DROPPED, one key a row, the
+error in its tag), every worker answers a later draw of a marked row as failed
+at once without rolling it out (verl refills it), and grumem's sampler reports
+each marked row once. The marks are TransferQueue's, so they reach every worker;
+verl's sync trainer does not checkpoint TransferQueue, so a resumed run meets
+such a row once more, and drops it again. A prompt over the budget by the memory
+the policy wrote is the rollout's failure, not the row's: the group is refilled,
+the row stays.
 
 Each turn's training row holds the dataset row's columns (verl copies them
 in); the chunk texts are dropped from that copy: a 200-chunk session would
@@ -27,14 +41,41 @@ from collections.abc import Mapping
 from typing import Any
 
 import ray
+import transfer_queue as tq
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
 import grumem.verl.estimator  # noqa: F401  registers algorithm.adv_estimator=grumem
-from grumem.errors import GroupFailed
+from grumem.errors import GroupFailed, RolloutRowError, TurnBudgetError
 from grumem.records.rollout_row import RolloutRow
 from grumem.verl.agent_loop import TurnOutput
 from grumem.verl.group_step import group_step, turn_fields
-from grumem.verl.rollout import read_rollout_row, without_chunk_texts
+from grumem.verl.rollout import plain, read_rollout_row, without_chunk_texts
+
+DROPPED = "grumem_dropped"  # TransferQueue partition: one key a dropped row
+DROPPED_DRAW = "grumem_dropped_row"  # a failed prompt's tag: a draw of a dropped row
+
+
+def row_key(columns: Mapping[str, Any]) -> str | None:
+    """The row a prompt is (project/query_id/session), from its extra_info; None when it
+    names none (not a grumem row)."""
+    info = plain(columns.get("extra_info"))
+    if not isinstance(info, Mapping):
+        return None
+    parts = [info.get(k) for k in ("project", "query_id", "session")]
+    names = [p for p in parts if isinstance(p, str)]
+    return "/".join(names) if len(names) == len(parts) else None
+
+
+def is_the_rows(error: BaseException) -> bool:
+    """An error every rollout of the row meets, whatever the policy writes."""
+    if isinstance(error, TurnBudgetError):
+        return error.component != "memory"
+    return isinstance(error, RolloutRowError)
+
+
+def dropped_key(partition: str, row: str) -> str:
+    """A dropped row's key in DROPPED: its partition (train, val) and the row."""
+    return f"{partition}:{row}"
 
 
 class _Group:
@@ -83,6 +124,13 @@ class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ign
         trace: bool = False,
     ) -> None:
         validate = bool(trajectory["validate"])
+        partition = "val" if validate else "train"
+        row = row_key(prompt)
+        if row is not None and await _is_dropped(partition, row):
+            # no rollout: the prompt fails at once, and the sampler draws another
+            tag = {"status": "failure", DROPPED_DRAW: row}
+            await tq.async_kv_put(key=prompt["uid"], partition_id=partition, tag=tag)
+            return
         rollout = self.config.actor_rollout_ref.rollout
         n = prompt.get("__rollout_n__", rollout.val_kwargs.n if validate else rollout.n)
         key = (prompt["uid"], validate)
@@ -105,9 +153,13 @@ class GrumemAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ign
                 sampling_params, trajectory, agent_name=agent_name, **kwargs
             )
         except BaseException as e:
-            group = self.grumem_groups.get((kwargs.get("uid"), bool(trajectory["validate"])))
+            validate = bool(trajectory["validate"])
+            group = self.grumem_groups.get((kwargs.get("uid"), validate))
             if group is not None:
                 group.fail(e)
+            row = row_key(kwargs)
+            if row is not None and is_the_rows(e):
+                await _drop(row, "val" if validate else "train", e)
             raise
 
     async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> Any:
@@ -140,3 +192,15 @@ class GrumemAgentLoopManager(AgentLoopManagerTQ):  # type: ignore[misc]  # verl'
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.agent_loop_workers_class = ray.remote(GrumemAgentLoopWorker)
+
+
+async def _is_dropped(partition: str, row: str) -> bool:
+    marks = await tq.async_kv_list(partition_id=DROPPED)
+    return dropped_key(partition, row) in marks.get(DROPPED, {})
+
+
+async def _drop(row: str, partition: str, error: BaseException) -> None:
+    """Mark the row dropped (before verl publishes its prompt's failure, so the sampler
+    that evicts the group finds the mark)."""
+    tag = {"row": row, "partition": partition, "error": f"{type(error).__name__}: {error}"}
+    await tq.async_kv_put(key=dropped_key(partition, row), partition_id=DROPPED, tag=tag)
