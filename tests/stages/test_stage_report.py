@@ -123,6 +123,7 @@ def trajectory(tid: str, r_updates: list[int], t_last_evidence: int | None) -> d
         "sample": 0,
         "level": "L1",
         "model": "m",
+        "split": "train",
         "aborted": None,
     }
 
