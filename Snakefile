@@ -69,6 +69,7 @@ rule export:
 rule evaluate:
     input:
         evaluate_targets,
+    localrule: True
 
 
 # every project that has a `train:` section: verl's trainer on its training split

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_rollout_row import demo_rows  # noqa: E402
 
 from grumem.corpus.rollout_rows import write_rollout_rows  # noqa: E402
+from grumem.records.rollout_row import RolloutRow  # noqa: E402
 from grumem.verl.cpu_model import model_dir  # noqa: E402
 from grumem.verl.training import TrainSettings, trainer_run  # noqa: E402
 
@@ -49,7 +50,7 @@ PHASES = {
 def split_file(path: Path, rows: list[dict], split: str) -> Path:
     rows = [{**r, "extra_info": {**r["extra_info"], "split": split}} for r in rows]
     with open(path, "wb") as f:
-        write_rollout_rows(f, rows)
+        write_rollout_rows(f, [RolloutRow.convert(r) for r in rows])
     return path
 
 

@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from grumem.config.settings import (
     expand_paths,
     settings_from_args,
     split_connection,
+    train_settings_from_args,
     validate_config,
     validate_sections,
 )
@@ -168,3 +170,21 @@ def test_a_rule_s_usual_settings_take_the_compiled_path(sections: dict) -> None:
 def test_settings_the_compiled_check_rejects_get_the_reference_s_message() -> None:
     with pytest.raises(RecordError, match="field 'budget.memory'"):
         validate_sections({"budget": {"memory": 0}}, "--settings")
+
+
+def test_a_train_section_gets_its_defaults_and_a_bad_value_is_named(tmp_path) -> None:
+    project = {"chunks": "c/*.jsonl", "queries": "q.yaml", "train": {"batch": 4}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"projects": {"p": project}}))
+    args = argparse.Namespace(settings=None, config=str(config))
+    train = train_settings_from_args(args, "p")
+    assert (train["batch"], train["backend"], train["rollouts"], train["kl"]) == (
+        4,
+        "embedded",
+        4,
+        0,
+    )
+    assert (train["logger"], train["resume"], train["overrides"]) == (["console"], True, [])
+    bad = argparse.Namespace(settings=json.dumps({"train": {"backend": "tpu"}}), config=None)
+    with pytest.raises(RecordError, match="projects.p.train.backend"):
+        train_settings_from_args(bad, "p")

@@ -353,6 +353,8 @@ def evaluate_targets(wildcards):
     )
 
 
+# ---------------------------------------------------------------- train
+
 # Projects with a `train:` section, the ones the target `train` trains.
 TRAIN_PROJECTS = [p for p in PROJECTS if "train" in project_config(p)]
 
